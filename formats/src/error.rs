@@ -1,0 +1,135 @@
+//! Errors of the formats crate, one enum per concern.
+
+use std::path::PathBuf;
+
+/// Reading or writing a segment, a manifest or the rows of a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// An artifact names a format version this build cannot read.
+    #[error(
+        "{what} has format version {found}, this hubdex reads version {supported}: \
+         rebuild the snapshot with this hubdex or upgrade hubdex"
+    )]
+    UnsupportedVersion { what: String, found: u32, supported: u32 },
+    /// A file's bytes do not hash to the sha256 its segment.json records.
+    #[error("{path}: sha256 is {actual}, segment.json says {expected}: the file is corrupt or was changed")]
+    ChecksumMismatch { path: String, expected: String, actual: String },
+    /// A file a segment.json or manifest names is absent.
+    #[error("{path}: missing from the segment")]
+    MissingFile { path: String },
+    /// A JSON artifact could not be parsed.
+    #[error("{what} is not valid: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The rows of a segment do not fit the row schema.
+    #[error("{what}: {detail}")]
+    Schema { what: String, detail: String },
+    /// Parquet or Arrow failed reading or writing rows.
+    #[error("rows.parquet at {path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Arrow failed assembling or reading a batch.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    /// The tantivy index could not be written or opened.
+    #[error("text index at {path}: {source}")]
+    Tantivy {
+        path: PathBuf,
+        #[source]
+        source: tantivy::TantivyError,
+    },
+    /// The usearch index could not be written or opened.
+    #[error("vector index at {path}: {detail}")]
+    Vectors { path: PathBuf, detail: String },
+    /// A local file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl FormatError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn json(what: impl Into<String>, source: serde_json::Error) -> Self {
+        Self::Json { what: what.into(), source }
+    }
+}
+
+/// Talking to the object store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store URL could not be understood.
+    #[error("store URL {url:?} is not valid: {detail}")]
+    BadUrl { url: String, detail: String },
+    /// The store holds no LATEST object: nothing was ever published there.
+    #[error("store {url} holds no snapshot yet: run `hubdex-index build` against it first")]
+    NoSnapshot { url: String },
+    /// A named snapshot does not exist.
+    #[error("snapshot {id} is not in store {url}: `hubdex snapshots` lists the ones that are")]
+    UnknownSnapshot { id: String, url: String },
+    /// Another publisher moved LATEST between our read and our write.
+    #[error(
+        "LATEST moved while publishing {snapshot} (another publisher won): \
+         nothing was lost, rerun the build to publish on top of the new snapshot"
+    )]
+    Conflict { snapshot: String },
+    /// The store cannot do conditional updates and the caller did not allow unsafe updates.
+    #[error(
+        "store {url} cannot update LATEST conditionally, so two publishers could overwrite each \
+         other: publish from one place only and pass --allow-unsafe-latest"
+    )]
+    NoConditionalUpdate { url: String },
+    /// An object store operation failed.
+    #[error("store {key}: {source}")]
+    Object {
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+    /// An artifact read from the store was not valid.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+/// Loading or running the embedding model.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The model directory lacks a file it needs.
+    #[error("model directory {dir}: {file} is missing (a model directory holds model.onnx and tokenizer.json)")]
+    MissingModelFile { dir: PathBuf, file: &'static str },
+    /// The ONNX Runtime library could not be found or loaded.
+    #[error(
+        "ONNX Runtime library {path}: {detail} (run ./ci/setup, or set ORT_DYLIB_PATH to libonnxruntime.so)"
+    )]
+    Runtime { path: PathBuf, detail: String },
+    /// The tokenizer failed to load or encode.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// ONNX Runtime failed to build a session or run the model.
+    #[error("onnx runtime: {0}")]
+    Ort(String),
+    /// The model's output is not shaped as the model contract says.
+    #[error("model output: {0}")]
+    Output(String),
+    /// The model could not be downloaded.
+    #[error("downloading model {repo}: {detail}")]
+    Download { repo: String, detail: String },
+    /// A local file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,47 @@
+//! hubdex-formats: the contract between hubdex's writer (the indexer) and its reader (the
+//! server).
+//!
+//! Each artifact has a writer and a reader here:
+//! - a [`Row`] and `rows.parquet` ([`write_rows`], [`read_rows`]);
+//! - a segment directory ([`write_segment`], [`Segment::open`], [`verify_segment_dir`]);
+//! - `segment.json`, `manifest.json` and `LATEST` ([`SegmentMeta`], [`Manifest`], [`Latest`]);
+//! - the store and its publish protocol ([`Store`]);
+//! - the text → vector model contract ([`Embedder`]).
+//!
+//! It knows nothing of MCP, HTTP or GitHub.
+//!
+//! ```
+//! use hubdex_formats::{Row, RowType};
+//!
+//! let mut row = Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0);
+//! row.title = Some("Fix the parser".into());
+//! row.set_body("The parser dropped the last token.");
+//! assert!(row.id.starts_with("cmt_"));
+//! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
+//! ```
+
+mod embed;
+mod error;
+mod hf;
+mod manifest;
+mod row;
+mod rows;
+mod segment;
+mod store;
+mod text;
+mod vectors;
+
+pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, normalised, resolve_model_dir, runtime_library_path};
+pub use error::{EmbedError, FormatError, StoreError};
+pub use manifest::{
+    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, SegmentMeta, snapshot_id,
+};
+pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
+pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
+pub use segment::{
+    ROWS_PARQUET, SEGMENT_JSON, Segment, TEXT_DIR, VECTORS_USEARCH, hash_file, read_segment_meta, safe_join, segment_id,
+    verify_segment_dir, write_segment,
+};
+pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER};
+pub use text::{TextIndex, write_text_index};
+pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -1,0 +1,259 @@
+//! The row: one searchable unit of a snapshot, and its Arrow schema.
+
+use std::fmt;
+use std::str::FromStr;
+
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// Bodies longer than this are cut in the index copy (`truncated` says so).
+pub const BODY_MAX_CHARS: usize = 8000;
+
+/// What a row is. The string form is the `type` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RowType {
+    Issue,
+    PullRequest,
+    IssueComment,
+    PrReview,
+    PrReviewComment,
+    Release,
+    Doc,
+    WikiDoc,
+    Commit,
+    Diff,
+    Code,
+}
+
+impl RowType {
+    /// Every type, in the order docs and stats list them.
+    pub const ALL: [RowType; 11] = [
+        RowType::Issue,
+        RowType::PullRequest,
+        RowType::IssueComment,
+        RowType::PrReview,
+        RowType::PrReviewComment,
+        RowType::Release,
+        RowType::Doc,
+        RowType::WikiDoc,
+        RowType::Commit,
+        RowType::Diff,
+        RowType::Code,
+    ];
+
+    /// The `type` column's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowType::Issue => "issue",
+            RowType::PullRequest => "pull_request",
+            RowType::IssueComment => "issue_comment",
+            RowType::PrReview => "pr_review",
+            RowType::PrReviewComment => "pr_review_comment",
+            RowType::Release => "release",
+            RowType::Doc => "doc",
+            RowType::WikiDoc => "wiki_doc",
+            RowType::Commit => "commit",
+            RowType::Diff => "diff",
+            RowType::Code => "code",
+        }
+    }
+
+    /// The short prefix of a row id of this type (`cmt_…`).
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            RowType::Issue => "iss",
+            RowType::PullRequest => "pr",
+            RowType::IssueComment => "ic",
+            RowType::PrReview => "prr",
+            RowType::PrReviewComment => "prc",
+            RowType::Release => "rel",
+            RowType::Doc => "doc",
+            RowType::WikiDoc => "wiki",
+            RowType::Commit => "cmt",
+            RowType::Diff => "diff",
+            RowType::Code => "code",
+        }
+    }
+
+    /// The allowed values, for error messages.
+    pub fn allowed() -> String {
+        RowType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl fmt::Display for RowType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown row type name.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("unknown row type {0:?}; allowed: {allowed}", allowed = RowType::allowed())]
+pub struct UnknownRowType(pub String);
+
+impl FromStr for RowType {
+    type Err = UnknownRowType;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RowType::ALL.iter().copied().find(|t| t.as_str() == s).ok_or_else(|| UnknownRowType(s.into()))
+    }
+}
+
+/// The durable id of a row: a type prefix and the base64url sha256 (first 16 bytes) of what
+/// the row is — repository, entity key and chunk — never of when or where it was built.
+pub fn row_id(row_type: RowType, repo: &str, entity: &str, chunk: u32) -> String {
+    let mut h = Sha256::new();
+    h.update(repo.as_bytes());
+    h.update([0]);
+    h.update(entity.as_bytes());
+    h.update([0]);
+    h.update(chunk.to_le_bytes());
+    let digest = h.finalize();
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest[..16]);
+    format!("{}_{b64}", row_type.id_prefix())
+}
+
+/// Lowercase hex sha256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// One row of `rows.parquet`. Every column of the design is here; a source fills what it knows
+/// and leaves the rest `None` or empty.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    pub id: String,
+    pub row_type: Option<RowType>,
+    pub repo: String,
+    /// Aggregation key: one issue or PR thread, one file, one commit, one release.
+    pub entity: String,
+    pub number: Option<i64>,
+    pub title: Option<String>,
+    /// The index copy of the text, cut at [`BODY_MAX_CHARS`].
+    pub body: String,
+    /// Length in chars of the full text before any cut.
+    pub body_chars: i64,
+    pub truncated: bool,
+    pub url: Option<String>,
+    pub state: Option<String>,
+    pub state_reason: Option<String>,
+    pub draft: Option<bool>,
+    pub labels: Vec<String>,
+    pub milestone: Option<String>,
+    pub assignees: Vec<String>,
+    pub author: Option<String>,
+    pub committer: Option<String>,
+    pub created_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub merged_at: Option<DateTime<Utc>>,
+    pub base_ref: Option<String>,
+    pub head_ref: Option<String>,
+    pub tag: Option<String>,
+    pub in_reply_to: Option<i64>,
+    pub path: Option<String>,
+    pub line_start: Option<i64>,
+    pub line_end: Option<i64>,
+    pub heading_path: Vec<String>,
+    pub chunk_index: i32,
+    pub commit_sha: Option<String>,
+    pub files_changed: Vec<String>,
+    pub language: Option<String>,
+    pub symbol: Option<String>,
+    pub refs: Vec<String>,
+    /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
+    pub content_sha256: String,
+    pub embedding: Vec<f32>,
+}
+
+impl Row {
+    /// The row type; rows built by [`Row::new`] always have one.
+    pub fn kind(&self) -> RowType {
+        self.row_type.unwrap_or(RowType::Doc)
+    }
+
+    /// A row with its identity set: id, type, repo, entity and chunk index.
+    pub fn new(row_type: RowType, repo: &str, entity: &str, chunk: u32) -> Row {
+        Row {
+            id: row_id(row_type, repo, entity, chunk),
+            row_type: Some(row_type),
+            repo: repo.to_string(),
+            entity: entity.to_string(),
+            chunk_index: chunk as i32,
+            ..Row::default()
+        }
+    }
+
+    /// Sets the body from the full text: cuts it at [`BODY_MAX_CHARS`] on a char boundary and
+    /// records the full length, then hashes what will be embedded.
+    pub fn set_body(&mut self, full: &str) {
+        let chars = full.chars().count();
+        self.body_chars = chars as i64;
+        if chars > BODY_MAX_CHARS {
+            let cut = full.char_indices().nth(BODY_MAX_CHARS).map_or(full.len(), |(i, _)| i);
+            self.body = full[..cut].to_string();
+            self.truncated = true;
+        } else {
+            self.body = full.to_string();
+            self.truncated = false;
+        }
+        self.content_sha256 = sha256_hex(self.embedding_text().as_bytes());
+    }
+
+    /// The text the model embeds: title and body (the model truncates further).
+    pub fn embedding_text(&self) -> String {
+        let mut text = String::new();
+        if let Some(path) = &self.path {
+            text.push_str(path);
+            text.push('\n');
+        }
+        if !self.heading_path.is_empty() {
+            text.push_str(&self.heading_path.join(" > "));
+            text.push('\n');
+        }
+        if let Some(title) = &self.title {
+            text.push_str(title);
+            text.push('\n');
+        }
+        text.push_str(&self.body);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_ids_depend_only_on_identity() {
+        let a = row_id(RowType::Commit, "o/r", "commit/abc", 0);
+        assert_eq!(a, row_id(RowType::Commit, "o/r", "commit/abc", 0));
+        assert_ne!(a, row_id(RowType::Commit, "o/r", "commit/abc", 1));
+        assert_ne!(a, row_id(RowType::Commit, "o/r2", "commit/abc", 0));
+        assert!(a.starts_with("cmt_"));
+        assert_eq!(a.len(), "cmt_".len() + 22);
+    }
+
+    #[test]
+    fn body_is_cut_on_a_char_boundary() {
+        let mut row = Row::new(RowType::Doc, "o/r", "file/a.md", 0);
+        let text = "é".repeat(BODY_MAX_CHARS + 5);
+        row.set_body(&text);
+        assert!(row.truncated);
+        assert_eq!(row.body.chars().count(), BODY_MAX_CHARS);
+        assert_eq!(row.body_chars, (BODY_MAX_CHARS + 5) as i64);
+        row.set_body("short");
+        assert!(!row.truncated);
+        assert_eq!(row.body, "short");
+    }
+
+    #[test]
+    fn row_types_round_trip_and_unknown_ones_name_the_allowed() {
+        for t in RowType::ALL {
+            assert_eq!(t.as_str().parse::<RowType>().unwrap(), t);
+        }
+        let err = "issues".parse::<RowType>().unwrap_err().to_string();
+        assert!(err.contains("pull_request"), "{err}");
+    }
+}

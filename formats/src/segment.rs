@@ -1,0 +1,178 @@
+//! A segment on local disk: the writer the indexer uses and the reader the server uses.
+//!
+//! ```text
+//! <segment dir>/rows.parquet      every row with its embedding
+//!               text/             tantivy index, one tantivy segment
+//!               vectors.usearch   HNSW over row ordinals
+//!               segment.json      counts, versions, model, sha256 of every file above
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+
+use crate::error::FormatError;
+use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
+use crate::row::{Row, sha256_hex};
+use crate::rows::{read_rows, write_rows};
+use crate::text::{TextIndex, write_text_index};
+use crate::vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};
+
+/// The file name of a segment's metadata.
+pub const SEGMENT_JSON: &str = "segment.json";
+/// The file name of a segment's rows.
+pub const ROWS_PARQUET: &str = "rows.parquet";
+/// The file name of a segment's vector index.
+pub const VECTORS_USEARCH: &str = "vectors.usearch";
+/// The directory of a segment's text index.
+pub const TEXT_DIR: &str = "text";
+
+/// The id a segment of `repo` with these rows and model gets: the repo as a readable slug and
+/// a hash of the rows file, the model and the format version. Same rows, same id.
+pub fn segment_id(repo: &str, rows_sha256: &str, model: &ModelIdentity) -> String {
+    let slug: String =
+        repo.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect();
+    let seed = format!("{FORMAT_VERSION}\n{rows_sha256}\n{}\n{}", model.model_sha256, model.dim);
+    format!("{}-{}", slug.trim_matches('-'), &sha256_hex(seed.as_bytes())[..16])
+}
+
+/// sha256 and length of a file, streamed.
+pub fn hash_file(path: &Path) -> Result<(String, u64), FormatError> {
+    let mut f = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf).map_err(|e| FormatError::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((hex::encode(h.finalize()), n))
+}
+
+/// Every regular file under `dir` except segment.json, as sorted `/`-separated relative paths.
+fn list_files(dir: &Path) -> Result<Vec<String>, FormatError> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.map_err(|e| FormatError::io(dir, e.into()))?;
+        if entry.file_type().is_file() {
+            let rel = entry.path().strip_prefix(dir).expect("walkdir stays under its root");
+            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            if rel != SEGMENT_JSON && !rel.ends_with(".lock") {
+                out.push(rel);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a segment of `repo` into the empty directory `dir`. Rows are sorted by id first,
+/// so the same rows give the same rows.parquet and the same segment id.
+pub fn write_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentMeta, FormatError> {
+    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
+    if let Some(w) = rows.windows(2).find(|w| w[0].id == w[1].id) {
+        return Err(FormatError::Schema { what: format!("segment of {repo}"), detail: format!("row id {} appears twice", w[0].id) });
+    }
+    let rows_path = dir.join(ROWS_PARQUET);
+    write_rows(&rows_path, rows, model.dim)?;
+    write_text_index(&dir.join(TEXT_DIR), rows)?;
+    let vectors: Vec<&[f32]> = rows.iter().map(|r| r.embedding.as_slice()).collect();
+    write_vector_index(&dir.join(VECTORS_USEARCH), model.dim, &vectors)?;
+
+    let mut files = Vec::new();
+    for rel in list_files(dir)? {
+        let (sha256, bytes) = hash_file(&dir.join(&rel))?;
+        files.push(FileEntry { path: rel, bytes, sha256 });
+    }
+    let rows_sha = files.iter().find(|f| f.path == ROWS_PARQUET).map(|f| f.sha256.clone()).unwrap_or_default();
+    let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows.iter() {
+        *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
+    }
+    let meta = SegmentMeta {
+        format_version: FORMAT_VERSION,
+        id: segment_id(repo, &rows_sha, model),
+        repo: repo.to_string(),
+        created_at: Utc::now(),
+        rows: rows.len() as u64,
+        rows_per_type,
+        model: model.clone(),
+        vector_scalar: VECTOR_SCALAR.to_string(),
+        oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
+        newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
+        files,
+    };
+    let json = dir.join(SEGMENT_JSON);
+    std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
+    Ok(meta)
+}
+
+/// Checks every file segment.json lists against its size and sha256, and that no file is
+/// missing. Nothing of the segment is opened before this passes.
+pub fn verify_segment_dir(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatError> {
+    for f in &meta.files {
+        let path = safe_join(dir, &f.path)?;
+        if !path.is_file() {
+            return Err(FormatError::MissingFile { path: path.display().to_string() });
+        }
+        let (sha256, _) = hash_file(&path)?;
+        if sha256 != f.sha256 {
+            return Err(FormatError::ChecksumMismatch { path: path.display().to_string(), expected: f.sha256.clone(), actual: sha256 });
+        }
+    }
+    Ok(())
+}
+
+/// Joins a relative path from an artifact onto `dir`, refusing anything that could leave it.
+pub fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
+    let ok = !rel.is_empty()
+        && !rel.starts_with('/')
+        && !rel.contains('\\')
+        && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+    if !ok {
+        return Err(FormatError::Schema { what: "segment file list".into(), detail: format!("{rel:?} is not a plain relative path") });
+    }
+    Ok(dir.join(rel))
+}
+
+/// Reads segment.json from a segment directory.
+pub fn read_segment_meta(dir: &Path) -> Result<SegmentMeta, FormatError> {
+    let path = dir.join(SEGMENT_JSON);
+    let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+    SegmentMeta::parse(&path.display().to_string(), &bytes)
+}
+
+/// An open, read-only segment: its rows (without embeddings) in memory, its text and vector
+/// indexes memory-mapped.
+#[derive(Debug)]
+pub struct Segment {
+    pub meta: SegmentMeta,
+    pub rows: Vec<Row>,
+    pub text: TextIndex,
+    pub vectors: VectorIndex,
+    pub dir: PathBuf,
+}
+
+impl Segment {
+    /// Opens a segment directory whose files were verified (see [`verify_segment_dir`]).
+    pub fn open(dir: &Path) -> Result<Segment, FormatError> {
+        let meta = read_segment_meta(dir)?;
+        let rows = read_rows(&dir.join(ROWS_PARQUET), false)?;
+        if rows.len() as u64 != meta.rows {
+            return Err(FormatError::Schema {
+                what: dir.display().to_string(),
+                detail: format!("rows.parquet has {} rows, segment.json says {}", rows.len(), meta.rows),
+            });
+        }
+        let text = TextIndex::open(&dir.join(TEXT_DIR))?;
+        let vectors = VectorIndex::open(&dir.join(VECTORS_USEARCH), meta.model.dim, meta.rows)?;
+        Ok(Segment { meta, rows, text, vectors, dir: dir.to_path_buf() })
+    }
+}

@@ -1,0 +1,255 @@
+//! The local git source: repositories on disk, read with the `git` command line.
+//!
+//! `git` is used rather than a library because it is on every machine that has a clone
+//! (GitHub runners included), reads every object format and pack git itself writes, and
+//! streams `git log -p` of any size; hubdex only parses its plain-text output.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use chrono::{DateTime, Utc};
+use globset::GlobSet;
+
+/// Directories never searched for repositories, whatever `--exclude` says.
+const SKIP_DIRS: &[&str] =
+    &["node_modules", "target", "build", "dist", "vendor", "venv", ".venv", "virtualenv", "__pycache__", "site-packages"];
+
+/// Errors of the git source.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// `git` could not be run at all.
+    #[error("running git in {dir}: {source} (is git installed and on PATH?)")]
+    Spawn {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `git` ran and failed.
+    #[error("git {args} in {dir} failed: {stderr}")]
+    Failed { dir: PathBuf, args: String, stderr: String },
+    /// A SOURCE path does not exist.
+    #[error("source {0} does not exist")]
+    NoSuchPath(PathBuf),
+    /// A SOURCE directory holds no git repository.
+    #[error("source {0} is not a git repository and holds none (hidden, build and vendor directories are skipped)")]
+    NoRepository(PathBuf),
+}
+
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C").arg(dir).env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    c
+}
+
+/// Runs git and returns its stdout as bytes.
+fn run(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+    let out = git(dir).args(args).output().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    if !out.status.success() {
+        return Err(GitError::Failed {
+            dir: dir.to_path_buf(),
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(out.stdout)
+}
+
+fn is_repo(dir: &Path) -> bool {
+    dir.join(".git").exists() || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
+}
+
+/// The repositories a SOURCE names: itself when it is one, else every repository below it,
+/// skipping hidden, build, dist, vendor, node_modules and virtualenv directories and whatever
+/// `exclude` matches (relative to SOURCE).
+pub(crate) fn discover(source: &Path, exclude: &GlobSet) -> Result<Vec<PathBuf>, GitError> {
+    if !source.exists() {
+        return Err(GitError::NoSuchPath(source.to_path_buf()));
+    }
+    if is_repo(source) {
+        return Ok(vec![source.to_path_buf()]);
+    }
+    let mut found = Vec::new();
+    let mut walk = walkdir::WalkDir::new(source).min_depth(1).sort_by_file_name().into_iter();
+    while let Some(entry) = walk.next() {
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        let rel = entry.path().strip_prefix(source).unwrap_or(entry.path());
+        if name.starts_with('.') || SKIP_DIRS.contains(&name.as_ref()) || exclude.is_match(rel) {
+            walk.skip_current_dir();
+            continue;
+        }
+        if is_repo(entry.path()) {
+            found.push(entry.path().to_path_buf());
+            walk.skip_current_dir();
+        }
+    }
+    if found.is_empty() {
+        return Err(GitError::NoRepository(source.to_path_buf()));
+    }
+    Ok(found)
+}
+
+/// The `owner/name` a repository is indexed under: from a GitHub-style origin URL when it has
+/// one, else `local/<directory name>`.
+pub(crate) fn repo_name(dir: &Path) -> String {
+    if let Ok(out) = run(dir, &["config", "--get", "remote.origin.url"]) {
+        let url = String::from_utf8_lossy(&out).trim().trim_end_matches('/').trim_end_matches(".git").to_string();
+        let parts: Vec<&str> = url.rsplit(['/', ':']).take(2).collect();
+        if parts.len() == 2 && !parts[0].is_empty() && !parts[1].is_empty() && url.contains("github") {
+            return format!("{}/{}", parts[1], parts[0]);
+        }
+    }
+    let name = dir.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    format!("local/{}", name.unwrap_or_else(|| "repo".into()))
+}
+
+/// The web URL of a repository when it lives on GitHub.
+pub(crate) fn web_url(repo: &str) -> Option<String> {
+    (!repo.starts_with("local/")).then(|| format!("https://github.com/{repo}"))
+}
+
+/// One commit as `git log` shows it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Commit {
+    pub sha: String,
+    pub parents: Vec<String>,
+    pub author: String,
+    pub author_email: String,
+    pub authored_at: Option<DateTime<Utc>>,
+    pub committer: String,
+    pub committer_email: String,
+    pub committed_at: Option<DateTime<Utc>>,
+    pub message: String,
+    pub files: Vec<String>,
+    /// The unified diff; merges have none.
+    pub diff: String,
+}
+
+const RECORD: u8 = 0x1e;
+const FIELD: char = '\u{1f}';
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&Utc))
+}
+
+fn parse_record(raw: &[u8]) -> Option<Commit> {
+    // Bytes that are not UTF-8 (old encodings in messages or diffs) become U+FFFD.
+    let text = String::from_utf8_lossy(raw);
+    let mut f = text.splitn(10, FIELD);
+    let sha = f.next()?.trim().to_string();
+    if sha.len() < 40 {
+        return None;
+    }
+    let parents = f.next()?.split_whitespace().map(str::to_string).collect();
+    let (author, author_email, authored_at) = (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
+    let (committer, committer_email, committed_at) = (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
+    let message = f.next()?.trim_end().to_string();
+    let rest = f.next().unwrap_or("");
+    let diff = rest.trim_start_matches('\n').to_string();
+    let mut files = Vec::new();
+    for line in diff.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            // "a/x b/x": the new path is after the last " b/".
+            if let Some(i) = rest.rfind(" b/") {
+                files.push(rest[i + 3..].to_string());
+            }
+        }
+    }
+    Some(Commit { sha, parents, author, author_email, authored_at, committer, committer_email, committed_at, message, files, diff })
+}
+
+/// Streams every commit reachable from any branch or tag, newest first, to `each`.
+pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Result<(), GitError> {
+    let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
+    let args = ["log", "--all", "--date-order", "--no-color", "--no-ext-diff", "--no-renames", "-p", format];
+    let mut child = git(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let mut stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
+    let mut buf = Vec::new();
+    let mut first = true;
+    loop {
+        buf.clear();
+        let n = stdout.read_until(RECORD, &mut buf).map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() == Some(&RECORD) {
+            buf.pop();
+        }
+        if first {
+            first = false;
+            continue; // the bytes before the first separator
+        }
+        if let Some(c) = parse_record(&buf) {
+            each(c);
+        }
+    }
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let status = child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    // An empty repository has no commits: git log fails on it, and that is not an error here.
+    if !status.success() && !stderr.contains("does not have any commits") && !stderr.contains("bad default revision") {
+        return Err(GitError::Failed { dir: dir.to_path_buf(), args: args.join(" "), stderr: stderr.trim().to_string() });
+    }
+    Ok(())
+}
+
+/// The commit HEAD points at, or `None` in an empty repository.
+pub(crate) fn head(dir: &Path) -> Result<Option<String>, GitError> {
+    match run(dir, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]) {
+        Ok(out) => Ok(Some(String::from_utf8_lossy(&out).trim().to_string())),
+        Err(GitError::Failed { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Paths of the files in the tree of `commit`.
+pub(crate) fn tree_files(dir: &Path, commit: &str) -> Result<Vec<String>, GitError> {
+    let out = run(dir, &["ls-tree", "-r", "-z", "--name-only", commit])?;
+    Ok(out.split(|&b| b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
+}
+
+/// Reads many blobs (`<commit>:<path>`) through one `git cat-file --batch`.
+pub(crate) fn read_blobs(dir: &Path, commit: &str, paths: &[String]) -> Result<HashMap<String, Vec<u8>>, GitError> {
+    let spawn_err = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
+    let mut child = git(dir)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(spawn_err)?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let request: String = paths.iter().map(|p| format!("{commit}:{p}\n")).collect();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(request.as_bytes());
+    });
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut out = HashMap::new();
+    for p in paths {
+        let mut header = String::new();
+        stdout.read_line(&mut header).map_err(spawn_err)?;
+        let parts: Vec<&str> = header.split_whitespace().collect();
+        if parts.len() == 3 {
+            let size: usize = parts[2].parse().unwrap_or(0);
+            let mut blob = vec![0u8; size + 1];
+            stdout.read_exact(&mut blob).map_err(spawn_err)?;
+            blob.pop();
+            out.insert(p.clone(), blob);
+        }
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(out)
+}

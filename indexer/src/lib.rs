@@ -1,0 +1,15 @@
+//! hubdex-indexer: crawl sources into rows, embed them, write segments and publish snapshots.
+//!
+//! The binary `hubdex-index` is a thin CLI over [`build()`].
+
+mod build;
+mod git;
+mod local;
+mod markdown;
+mod refs;
+
+pub use build::{BuildOptions, BuildReport, build, default_store};
+pub use git::GitError;
+pub use local::{DIFF_MAX_LINES, cut_diff};
+pub use markdown::{MdChunk, chunk_markdown};
+pub use refs::find_refs;

@@ -1,0 +1,167 @@
+//! Tool arguments: read from JSON with a clear error naming the argument and what it allows.
+
+use serde_json::{Map, Value};
+
+/// A tool call that cannot be answered as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// An argument is missing, of the wrong type, or out of range.
+    #[error("argument `{argument}`: {message}")]
+    Argument { argument: String, message: String },
+    /// The call is well formed but cannot be served (unknown snapshot, store trouble).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl ToolError {
+    pub(crate) fn arg(argument: &str, message: impl Into<String>) -> Self {
+        ToolError::Argument { argument: argument.to_string(), message: message.into() }
+    }
+}
+
+/// The arguments of one call, checked as they are read.
+#[derive(Debug)]
+pub struct Args<'a> {
+    map: &'a Map<String, Value>,
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl<'a> Args<'a> {
+    /// Wraps the arguments, refusing any name not in `allowed`.
+    pub fn new(map: &'a Map<String, Value>, allowed: &[&str]) -> Result<Self, ToolError> {
+        for k in map.keys() {
+            if !allowed.contains(&k.as_str()) {
+                return Err(ToolError::arg(k, format!("unknown argument; allowed: {}", allowed.join(", "))));
+            }
+        }
+        Ok(Args { map })
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.map.get(name).filter(|v| !v.is_null())
+    }
+
+    /// A string argument, if given.
+    pub fn string(&self, name: &str) -> Result<Option<String>, ToolError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(ToolError::arg(name, format!("must be a string, got {}", kind(v)))),
+        }
+    }
+
+    /// A string argument that must be present and not blank, at most `max` chars.
+    pub fn required_text(&self, name: &str, max: usize) -> Result<String, ToolError> {
+        let s = self.string(name)?.ok_or_else(|| ToolError::arg(name, "is required"))?;
+        if s.trim().is_empty() {
+            return Err(ToolError::arg(name, "must not be empty"));
+        }
+        if s.chars().count() > max {
+            return Err(ToolError::arg(name, format!("must be at most {max} characters, got {}", s.chars().count())));
+        }
+        Ok(s)
+    }
+
+    /// An integer in `min..=max`, `default` when absent.
+    pub fn int_in(&self, name: &str, min: i64, max: i64, default: i64) -> Result<i64, ToolError> {
+        let range = || format!("must be an integer from {min} to {max}");
+        match self.get(name) {
+            None => Ok(default),
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(i) if (min..=max).contains(&i) => Ok(i),
+                _ => Err(ToolError::arg(name, format!("{}, got {n}", range()))),
+            },
+            Some(v) => Err(ToolError::arg(name, format!("{}, got {}", range(), kind(v)))),
+        }
+    }
+
+    /// A boolean, `default` when absent.
+    pub fn boolean(&self, name: &str, default: bool) -> Result<bool, ToolError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(ToolError::arg(name, format!("must be true or false, got {}", kind(v)))),
+        }
+    }
+
+    /// One of `allowed`, `default` when absent.
+    pub fn one_of(&self, name: &str, allowed: &[&str], default: &str) -> Result<String, ToolError> {
+        let msg = |got: String| format!("must be one of {}, got {got}", allowed.join(", "));
+        match self.get(name) {
+            None => Ok(default.to_string()),
+            Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(s.clone()),
+            Some(Value::String(s)) => Err(ToolError::arg(name, msg(format!("{s:?}")))),
+            Some(v) => Err(ToolError::arg(name, msg(kind(v).to_string()))),
+        }
+    }
+
+    /// A string or a list of strings (empty when absent).
+    pub fn string_list(&self, name: &str) -> Result<Vec<String>, ToolError> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    v => Err(ToolError::arg(name, format!("must be a string or a list of strings, got a list holding {}", kind(v)))),
+                })
+                .collect(),
+            Some(v) => Err(ToolError::arg(name, format!("must be a string or a list of strings, got {}", kind(v)))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn unknown_arguments_are_named_with_the_allowed_ones() {
+        let m = args(json!({"qury": "x"}));
+        let err = Args::new(&m, &["query", "top_k"]).unwrap_err().to_string();
+        assert_eq!(err, "argument `qury`: unknown argument; allowed: query, top_k");
+    }
+
+    #[test]
+    fn integers_out_of_range_name_the_range() {
+        let m = args(json!({"top_k": 500, "b": "7", "c": 2.5}));
+        let a = Args::new(&m, &["top_k", "b", "c"]).unwrap();
+        assert_eq!(a.int_in("top_k", 1, 50, 10).unwrap_err().to_string(), "argument `top_k`: must be an integer from 1 to 50, got 500");
+        assert!(a.int_in("b", 1, 50, 10).unwrap_err().to_string().contains("got a string"));
+        assert!(a.int_in("c", 1, 50, 10).unwrap_err().to_string().contains("got 2.5"));
+        assert_eq!(a.int_in("missing", 1, 50, 10).unwrap(), 10);
+    }
+
+    #[test]
+    fn enums_name_their_values() {
+        let m = args(json!({"fusion": "best"}));
+        let a = Args::new(&m, &["fusion"]).unwrap();
+        assert_eq!(
+            a.one_of("fusion", &["rrf", "dense_only"], "rrf").unwrap_err().to_string(),
+            "argument `fusion`: must be one of rrf, dense_only, got \"best\""
+        );
+    }
+
+    #[test]
+    fn empty_text_is_refused() {
+        let m = args(json!({"query": "   "}));
+        let a = Args::new(&m, &["query"]).unwrap();
+        assert_eq!(a.required_text("query", 10).unwrap_err().to_string(), "argument `query`: must not be empty");
+    }
+}

@@ -1,0 +1,21 @@
+//! hubdex-server: the read-only server. It opens the newest snapshot from the store through a
+//! verified local cache and answers MCP tools over stdio and HTTP, and the `query` command.
+//!
+//! Only this crate knows MCP and JSON; it turns `hubdex-formats` rows into its own answer
+//! structs ([`SearchAnswer`]).
+
+mod args;
+mod http;
+mod mcp;
+mod search;
+mod snapshot;
+mod state;
+mod tools;
+
+pub use args::{Args, ToolError};
+pub use http::{HttpOptions, router, serve_http};
+pub use mcp::HubdexMcp;
+pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, search, snippet};
+pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot};
+pub use state::AppState;
+pub use tools::{ToolSpec, call_tool, tool_specs};

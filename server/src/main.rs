@@ -1,0 +1,190 @@
+//! `hubdex`: serve, query and list snapshots.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use hubdex_formats::{Device, Embedder, Store};
+use hubdex_server::{AppState, HttpOptions, HubdexMcp, call_tool, default_cache, open_snapshot, serve_http};
+use rmcp::ServiceExt as _;
+use serde_json::{Map, Value, json};
+
+#[derive(Parser)]
+#[command(name = "hubdex", version, about = "Search a hubdex snapshot: MCP server and command line")]
+struct Cli {
+    /// Store URL or directory (file://, memory://, s3://, gs://, az://).
+    #[arg(long, global = true, env = "HUBDEX_STORE")]
+    store: Option<String>,
+    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
+    #[arg(long, global = true, env = "HUBDEX_MODEL_DIR")]
+    model: Option<String>,
+    /// Where verified segments are cached (default ~/.cache/hubdex).
+    #[arg(long, global = true, env = "HUBDEX_CACHE_DIR")]
+    cache: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Search once and print the answer.
+    Query {
+        /// What to look for.
+        text: String,
+        /// Print the JSON answer the MCP search tool returns.
+        #[arg(long)]
+        json: bool,
+        #[arg(long = "top-k", default_value_t = 10)]
+        top_k: i64,
+        /// Only rows of this type (repeatable).
+        #[arg(long = "type")]
+        types: Vec<String>,
+        /// Only this repository (owner/name).
+        #[arg(long)]
+        repo: Option<String>,
+        #[arg(long, default_value = "rrf")]
+        fusion: String,
+        /// Answer from exactly this snapshot.
+        #[arg(long)]
+        snapshot: Option<String>,
+    },
+    /// Serve MCP over stdio or HTTP.
+    Serve {
+        #[arg(long, conflicts_with = "http")]
+        stdio: bool,
+        /// Address to serve HTTP on, e.g. 127.0.0.1:8080.
+        #[arg(long)]
+        http: Option<SocketAddr>,
+        /// Host header values to accept besides loopback (needed when serving a public name).
+        #[arg(long = "allowed-host")]
+        allowed_hosts: Vec<String>,
+        /// Browser origins to accept (scheme://host:port).
+        #[arg(long = "allowed-origin")]
+        allowed_origins: Vec<String>,
+    },
+    /// List the store's snapshots, newest last, marking the current one.
+    Snapshots,
+}
+
+fn default_model() -> String {
+    hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8").display().to_string()
+}
+
+async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
+    let cache = cli.cache.clone().unwrap_or_else(default_cache);
+    let snap = open_snapshot(&store, &cache, None).await?;
+    let model = cli.model.clone().unwrap_or_else(default_model);
+    let dir = hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+    let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir, Device::Cpu)).await??;
+    if embedder.identity().model_sha256 != snap.manifest.model.model_sha256 {
+        anyhow::bail!(
+            "the model at {model} is not the one snapshot {} was built with ({}, sha256 {}): pass --model",
+            snap.id(),
+            snap.manifest.model.name,
+            &snap.manifest.model.model_sha256[..12]
+        );
+    }
+    Ok(Arc::new(AppState::new(store, cache, snap, Arc::new(embedder))))
+}
+
+fn print_answer(answer: &Value) {
+    let results = answer["results"].as_array().cloned().unwrap_or_default();
+    println!("snapshot {} — {} results", answer["snapshot"].as_str().unwrap_or("?"), results.len());
+    for (i, r) in results.iter().enumerate() {
+        let title = r["title"].as_str().unwrap_or("");
+        let place = r["url"].as_str().or(r["path"].as_str()).unwrap_or("");
+        println!("{:>2}. [{}] {} — {}", i + 1, r["type"].as_str().unwrap_or(""), title, r["repo"].as_str().unwrap_or(""));
+        if let Some(sha) = r["commit_sha"].as_str() {
+            println!("    commit {}", &sha[..sha.len().min(12)]);
+        }
+        if !place.is_empty() {
+            println!("    {place}");
+        }
+        let snippet: String = r["snippet"].as_str().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" ");
+        println!("    {}", snippet.chars().take(200).collect::<String>());
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let store_url = cli.store.clone().unwrap_or_else(|| "./.hubdex/store".to_string());
+    // A store that does not exist is an error here: the server never creates one.
+    if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
+        anyhow::bail!("store {store_url} does not exist: build one with `hubdex-index build --store {store_url}`");
+    }
+    let store = Store::open(&store_url)?;
+    match &cli.command {
+        Command::Snapshots => {
+            let current = store.latest().await?.map(|l| l.snapshot);
+            let ids = store.snapshots().await?;
+            if ids.is_empty() {
+                anyhow::bail!("store {} holds no snapshot yet", store.url());
+            }
+            for id in ids {
+                let mark = if Some(&id) == current.as_ref() { " (current)" } else { "" };
+                println!("{id}{mark}");
+            }
+            Ok(())
+        }
+        Command::Query { text, json, top_k, types, repo, fusion, snapshot } => {
+            let state = load_state(&cli, store).await?;
+            let mut args = Map::new();
+            args.insert("query".into(), json!(text));
+            args.insert("top_k".into(), json!(top_k));
+            args.insert("fusion".into(), json!(fusion));
+            if !types.is_empty() {
+                args.insert("type".into(), json!(types));
+            }
+            if let Some(r) = repo {
+                args.insert("repo".into(), json!(r));
+            }
+            if let Some(s) = snapshot {
+                args.insert("snapshot".into(), json!(s));
+            }
+            let answer = call_tool(&state, "search", &args).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                print_answer(&answer);
+            }
+            Ok(())
+        }
+        Command::Serve { stdio, http, allowed_hosts, allowed_origins } => {
+            let state = load_state(&cli, store).await?;
+            if *stdio {
+                let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
+                service.waiting().await?;
+                Ok(())
+            } else if let Some(addr) = http {
+                let opts = HttpOptions { allowed_hosts: allowed_hosts.clone(), allowed_origins: allowed_origins.clone() };
+                serve_http(state, *addr, &opts).await
+            } else {
+                anyhow::bail!("serve needs --stdio or --http ADDR")
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Opening snapshots: fetch the segments a manifest names into the local cache (verified as
+//! they enter it), then open them read-only.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hubdex_formats::{Manifest, Segment, Store, StoreError};
+
+/// An open snapshot: its manifest and every segment, ready to search.
+#[derive(Debug)]
+pub struct OpenSnapshot {
+    pub manifest: Manifest,
+    pub segments: Vec<Segment>,
+}
+
+impl OpenSnapshot {
+    /// The snapshot id.
+    pub fn id(&self) -> &str {
+        &self.manifest.snapshot
+    }
+}
+
+/// Where the server keeps verified segments: `--cache`, else `~/.cache/hubdex`.
+pub fn default_cache() -> PathBuf {
+    hubdex_formats::cache_dir()
+}
+
+/// Errors opening a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("segment {segment}: {source}")]
+    Segment {
+        segment: String,
+        #[source]
+        source: hubdex_formats::FormatError,
+    },
+}
+
+/// Opens snapshot `id` (or the one LATEST names) from `store`, through `cache`.
+pub async fn open_snapshot(store: &Store, cache: &Path, id: Option<&str>) -> Result<Arc<OpenSnapshot>, OpenError> {
+    let manifest = match id {
+        None => store.latest_manifest().await?,
+        Some(id) => store.manifest(id).await?.0,
+    };
+    let mut segments = Vec::with_capacity(manifest.segments.len());
+    for seg in &manifest.segments {
+        let dir = store.fetch_segment(seg, cache).await?;
+        let opened = tokio::task::spawn_blocking(move || Segment::open(&dir))
+            .await
+            .map_err(|e| OpenError::Segment { segment: seg.id.clone(), source: hubdex_formats::FormatError::Io { path: PathBuf::new(), source: std::io::Error::other(e) } })?
+            .map_err(|source| OpenError::Segment { segment: seg.id.clone(), source })?;
+        segments.push(opened);
+    }
+    Ok(Arc::new(OpenSnapshot { manifest, segments }))
+}

@@ -1,0 +1,71 @@
+//! What the server holds: the store, the current snapshot (swapped atomically), a few pinned
+//! snapshots opened on demand, and the query embedder.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use hubdex_formats::{Embedder, Store};
+
+use crate::args::ToolError;
+use crate::snapshot::{OpenSnapshot, open_snapshot};
+
+/// Pinned snapshots kept open besides the current one.
+const PINNED_OPEN: usize = 4;
+
+/// Shared server state.
+pub struct AppState {
+    pub store: Store,
+    pub cache: PathBuf,
+    pub current: ArcSwap<OpenSnapshot>,
+    pub embedder: Arc<Embedder>,
+    pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").field("store", &self.store).field("snapshot", &self.current.load().id()).finish()
+    }
+}
+
+impl AppState {
+    /// State serving `current`.
+    pub fn new(store: Store, cache: PathBuf, current: Arc<OpenSnapshot>, embedder: Arc<Embedder>) -> Self {
+        AppState { store, cache, current: ArcSwap::new(current), embedder, pinned: Mutex::new(Vec::new()) }
+    }
+
+    /// The snapshot a request asked for: the current one, or a pinned one opened on demand
+    /// (the most recently used few stay open).
+    pub async fn snapshot(&self, id: Option<&str>) -> Result<Arc<OpenSnapshot>, ToolError> {
+        let current = self.current.load_full();
+        let Some(id) = id else { return Ok(current) };
+        if current.id() == id {
+            return Ok(current);
+        }
+        if let Some(s) = self.take_pinned(id) {
+            return Ok(s);
+        }
+        let valid = id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !valid {
+            return Err(ToolError::arg("snapshot", format!("{id:?} is not a snapshot id (like 20261129T180000Z-1a2b3c4d)")));
+        }
+        let opened = open_snapshot(&self.store, &self.cache, Some(id)).await.map_err(|e| match e {
+            crate::snapshot::OpenError::Store(hubdex_formats::StoreError::UnknownSnapshot { .. }) => {
+                ToolError::arg("snapshot", format!("no snapshot {id} in this store; the current one is {}", current.id()))
+            }
+            other => ToolError::Unavailable(format!("opening snapshot {id}: {other}")),
+        })?;
+        let mut pinned = self.pinned.lock().expect("pinned lock");
+        pinned.insert(0, opened.clone());
+        pinned.truncate(PINNED_OPEN);
+        Ok(opened)
+    }
+
+    fn take_pinned(&self, id: &str) -> Option<Arc<OpenSnapshot>> {
+        let mut pinned = self.pinned.lock().expect("pinned lock");
+        let i = pinned.iter().position(|s| s.id() == id)?;
+        let s = pinned.remove(i);
+        pinned.insert(0, s.clone());
+        Some(s)
+    }
+}
