@@ -39,7 +39,7 @@ pub use manifest::{
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
-    ROWS_PARQUET, SEGMENT_JSON, Segment, TEXT_DIR, VECTORS_USEARCH, hash_file, read_segment_meta, safe_join, segment_id,
+    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file, read_segment_meta, safe_join, segment_id, start_segment,
     verify_segment_dir, write_segment,
 };
 pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER};

@@ -165,6 +165,9 @@ pub struct Row {
     /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
     pub content_sha256: String,
     pub embedding: Vec<f32>,
+    /// Build-time only, not stored: how many leading chars of `body` the model sees (all when
+    /// `None`). A commit embeds its message, not its diff; the diff is there for BM25.
+    pub embed_chars: Option<usize>,
 }
 
 impl Row {
@@ -188,6 +191,17 @@ impl Row {
     /// Sets the body from the full text: cuts it at [`BODY_MAX_CHARS`] on a char boundary and
     /// records the full length, then hashes what will be embedded.
     pub fn set_body(&mut self, full: &str) {
+        self.embed_chars = None;
+        self.set_body_text(full);
+    }
+
+    /// Sets the body to `head` + `tail` where only `head` is embedded (see [`Row::set_body`]).
+    pub fn set_body_split(&mut self, head: &str, tail: &str) {
+        self.embed_chars = Some(head.chars().count());
+        self.set_body_text(&format!("{head}{tail}"));
+    }
+
+    fn set_body_text(&mut self, full: &str) {
         let chars = full.chars().count();
         self.body_chars = chars as i64;
         if chars > BODY_MAX_CHARS {
@@ -216,7 +230,10 @@ impl Row {
             text.push_str(title);
             text.push('\n');
         }
-        text.push_str(&self.body);
+        match self.embed_chars {
+            Some(n) => text.extend(self.body.chars().take(n)),
+            None => text.push_str(&self.body),
+        }
         text
     }
 }

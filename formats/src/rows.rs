@@ -319,6 +319,7 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
             refs: str_list(refs, i),
             content_sha256: opt_str(sha, i).unwrap_or_default(),
             embedding,
+            embed_chars: None,
         });
     }
     Ok(())

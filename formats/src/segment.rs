@@ -72,9 +72,19 @@ fn list_files(dir: &Path) -> Result<Vec<String>, FormatError> {
     Ok(out)
 }
 
-/// Writes a segment of `repo` into the empty directory `dir`. Rows are sorted by id first,
-/// so the same rows give the same rows.parquet and the same segment id.
-pub fn write_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentMeta, FormatError> {
+/// A segment whose rows.parquet is written and whose id is known, before its indexes are
+/// built: a build whose rows did not change finds the id already in the store and stops here.
+#[derive(Debug)]
+pub struct SegmentDraft {
+    dir: PathBuf,
+    repo: String,
+    id: String,
+    model: ModelIdentity,
+}
+
+/// Sorts `rows` by id (so the same rows give the same bytes and the same segment id) and
+/// writes rows.parquet into the empty directory `dir`.
+pub fn start_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentDraft, FormatError> {
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(w) = rows.windows(2).find(|w| w[0].id == w[1].id) {
@@ -82,36 +92,54 @@ pub fn write_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIden
     }
     let rows_path = dir.join(ROWS_PARQUET);
     write_rows(&rows_path, rows, model.dim)?;
-    write_text_index(&dir.join(TEXT_DIR), rows)?;
-    let vectors: Vec<&[f32]> = rows.iter().map(|r| r.embedding.as_slice()).collect();
-    write_vector_index(&dir.join(VECTORS_USEARCH), model.dim, &vectors)?;
+    let (rows_sha, _) = hash_file(&rows_path)?;
+    Ok(SegmentDraft { dir: dir.to_path_buf(), repo: repo.to_string(), id: segment_id(repo, &rows_sha, model), model: model.clone() })
+}
 
-    let mut files = Vec::new();
-    for rel in list_files(dir)? {
-        let (sha256, bytes) = hash_file(&dir.join(&rel))?;
-        files.push(FileEntry { path: rel, bytes, sha256 });
+impl SegmentDraft {
+    /// The id the finished segment will have.
+    pub fn id(&self) -> &str {
+        &self.id
     }
-    let rows_sha = files.iter().find(|f| f.path == ROWS_PARQUET).map(|f| f.sha256.clone()).unwrap_or_default();
-    let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
-    for r in rows.iter() {
-        *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
+
+    /// Builds the text and vector indexes of `rows` (as sorted by [`start_segment`]), hashes
+    /// every file and writes segment.json.
+    pub fn finish(self, rows: &[Row]) -> Result<SegmentMeta, FormatError> {
+        let dir = &self.dir;
+        write_text_index(&dir.join(TEXT_DIR), rows)?;
+        let vectors: Vec<&[f32]> = rows.iter().map(|r| r.embedding.as_slice()).collect();
+        write_vector_index(&dir.join(VECTORS_USEARCH), self.model.dim, &vectors)?;
+        let mut files = Vec::new();
+        for rel in list_files(dir)? {
+            let (sha256, bytes) = hash_file(&dir.join(&rel))?;
+            files.push(FileEntry { path: rel, bytes, sha256 });
+        }
+        let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
+        for r in rows {
+            *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
+        }
+        let meta = SegmentMeta {
+            format_version: FORMAT_VERSION,
+            id: self.id,
+            repo: self.repo,
+            created_at: Utc::now(),
+            rows: rows.len() as u64,
+            rows_per_type,
+            model: self.model,
+            vector_scalar: VECTOR_SCALAR.to_string(),
+            oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
+            newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
+            files,
+        };
+        let json = dir.join(SEGMENT_JSON);
+        std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
+        Ok(meta)
     }
-    let meta = SegmentMeta {
-        format_version: FORMAT_VERSION,
-        id: segment_id(repo, &rows_sha, model),
-        repo: repo.to_string(),
-        created_at: Utc::now(),
-        rows: rows.len() as u64,
-        rows_per_type,
-        model: model.clone(),
-        vector_scalar: VECTOR_SCALAR.to_string(),
-        oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
-        newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
-        files,
-    };
-    let json = dir.join(SEGMENT_JSON);
-    std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
-    Ok(meta)
+}
+
+/// Writes a whole segment of `repo` into the empty directory `dir`.
+pub fn write_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentMeta, FormatError> {
+    start_segment(dir, repo, rows, model)?.finish(rows)
 }
 
 /// Checks every file segment.json lists against its size and sha256, and that no file is

@@ -224,17 +224,20 @@ impl Store {
         mut on_bytes: impl FnMut(u64),
     ) -> Result<ManifestSegment, StoreError> {
         let meta = read_segment_meta(dir)?;
+        if self.has_segment(&meta.id).await? {
+            // Same rows, same model: the stored segment is this one. Keep its segment.json so
+            // an unchanged repository keeps an identical manifest entry.
+            return Ok(self.stored_segment_entry(&meta.id).await?.1);
+        }
         let json_path = dir.join(SEGMENT_JSON);
         let json = std::fs::read(&json_path).map_err(|e| FormatError::io(&json_path, e))?;
-        if !self.has_segment(&meta.id).await? {
-            for f in &meta.files {
-                let path = safe_join(dir, &f.path)?;
-                let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
-                self.put(&format!("segments/{}/{}", meta.id, f.path), bytes).await?;
-                on_bytes(f.bytes);
-            }
-            self.put(&format!("segments/{}/{SEGMENT_JSON}", meta.id), json.clone()).await?;
+        for f in &meta.files {
+            let path = safe_join(dir, &f.path)?;
+            let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
+            self.put(&format!("segments/{}/{}", meta.id, f.path), bytes).await?;
+            on_bytes(f.bytes);
         }
+        self.put(&format!("segments/{}/{SEGMENT_JSON}", meta.id), json.clone()).await?;
         Ok(manifest_entry(&meta, &json))
     }
 

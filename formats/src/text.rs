@@ -8,7 +8,22 @@ use tantivy::query::QueryParser;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
+use tantivy::tokenizer::{Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument};
+
+/// The analyzer of prose fields: words, lowercased, English stop words dropped (so "on" and
+/// "in" in a question do not match every document), English stems.
+const PROSE: &str = "hubdex_prose";
+
+fn register_analyzers(index: &Index) {
+    let prose = TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(64))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stop words"))
+        .filter(Stemmer::new(Language::English))
+        .build();
+    index.tokenizers().register(PROSE, prose);
+}
 
 use crate::error::FormatError;
 use crate::row::Row;
@@ -31,7 +46,7 @@ fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let prose = TextOptions::default().set_indexing_options(
         TextFieldIndexing::default()
-            .set_tokenizer("en_stem")
+            .set_tokenizer(PROSE)
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let plain = TextOptions::default().set_indexing_options(
@@ -68,6 +83,7 @@ pub fn write_text_index(dir: &Path, rows: &[Row]) -> Result<(), FormatError> {
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let (schema, f) = schema();
     let index = Index::create_in_dir(dir, schema).map_err(tv)?;
+    register_analyzers(&index);
     let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
     for (ord, row) in rows.iter().enumerate() {
         let mut doc = TantivyDocument::default();
@@ -115,6 +131,7 @@ impl TextIndex {
     pub fn open(dir: &Path) -> Result<Self, FormatError> {
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
         let index = Index::open_in_dir(dir).map_err(tv)?;
+        register_analyzers(&index);
         let fields = fields_of(&index.schema()).map_err(tv)?;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(tv)?;
         let mut parser = QueryParser::for_index(&index, vec![fields.title, fields.body, fields.path]);

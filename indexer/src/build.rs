@@ -10,7 +10,7 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, Row, Store, cache_dir, read_rows,
-    snapshot_id, write_segment,
+    snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -173,25 +173,26 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
 
         let t = Instant::now();
         let seg_dir = work.path().join(repo.replace('/', "__"));
-        let meta = write_segment(&seg_dir, repo, &mut rows, &model)?;
-        report.write_seconds += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        let existed = store.has_segment(&meta.id).await?;
-        let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
-        let up = bar(&mp, total, "upload");
-        up.set_message(repo.clone());
-        let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
-        up.finish_and_clear();
-        report.publish_seconds += t.elapsed().as_secs_f64();
-        if existed {
+        let draft = start_segment(&seg_dir, repo, &mut rows, &model)?;
+        let entry = if store.has_segment(draft.id()).await? {
             report.segments_unchanged += 1;
+            store.stored_segment_entry(draft.id()).await?.1
         } else {
+            let meta = draft.finish(&rows)?;
+            report.write_seconds += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
+            let up = bar(&mp, total, "upload");
+            up.set_message(repo.clone());
+            let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
+            up.finish_and_clear();
+            report.publish_seconds += t.elapsed().as_secs_f64();
             report.segments_written += 1;
-        }
+            entry
+        };
+        tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, "segment ready");
         segments.push(entry);
         let _ = std::fs::remove_dir_all(&seg_dir);
-        tracing::info!(repo = %repo, rows = meta.rows, embedded, reused, segment = %meta.id, "segment ready");
     }
 
     // Repositories this build did not touch keep their segments from the previous snapshot.

@@ -83,19 +83,23 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit) -> Row {
     row.files_changed = c.files.clone();
     row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
     row.refs = find_refs(&c.message);
-    let mut body = c.message.clone();
-    body.push_str(&format!(
+    // The model sees the message and the files touched; BM25 also sees who and the diff.
+    let mut head = c.message.clone();
+    if !c.files.is_empty() {
+        head.push_str(&format!("\n\nFiles: {}", c.files.join(", ")));
+    }
+    let mut tail = format!(
         "\n\nAuthor: {} <{}>\nCommitter: {} <{}>\n",
         c.author, c.author_email, c.committer, c.committer_email
-    ));
+    );
     if c.parents.len() > 1 {
-        body.push_str(&format!("Merge of {}\n", c.parents.join(" ")));
+        tail.push_str(&format!("Merge of {}\n", c.parents.join(" ")));
     }
     if !c.diff.is_empty() {
-        body.push('\n');
-        body.push_str(&cut_diff(&c.diff));
+        tail.push('\n');
+        tail.push_str(&cut_diff(&c.diff));
     }
-    row.set_body(&body);
+    row.set_body_split(&head, &tail);
     row
 }
 

@@ -95,7 +95,7 @@ mod tests {
     fn sections_nest_by_level() {
         check(
             "intro\n\n# A\n\ntext a\n\n## B\n\ntext b\n\n# C\nc\n",
-            &[(&[], 1, 1), (&["A"], 3, 6), (&["A", "B"], 7, 10), (&["C"], 11, 12)],
+            &[(&[], 1, 1), (&["A"], 3, 5), (&["A", "B"], 7, 9), (&["C"], 11, 12)],
         );
     }
 

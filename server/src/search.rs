@@ -294,7 +294,7 @@ fn row(snap: &OpenSnapshot, (si, ord): (usize, u64)) -> &Row {
 }
 
 /// Snippet length in chars.
-pub const SNIPPET_CHARS: usize = 320;
+pub(crate) const SNIPPET_CHARS: usize = 320;
 
 fn query_terms(q: &str) -> Vec<String> {
     q.split(|c: char| !c.is_alphanumeric() && c != '_')

@@ -1,1 +1,8 @@
+//! End-to-end tests across hubdex's crates and binaries. Modules by feature.
 
+mod bad_input;
+mod build;
+mod fixture;
+mod golden;
+mod mcp_clients;
+mod parquet_readers;

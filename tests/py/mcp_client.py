@@ -1,6 +1,6 @@
 """Drives a hubdex server with the official Python MCP client and prints one JSON report.
 
-usage: mcp_client.py (stdio CMD... | http URL) --mode (2026-07-28|legacy) --query TEXT
+usage: mcp_client.py --mode (2026-07-28|legacy) --query TEXT (stdio -- CMD... | http URL)
 The report holds the listed tools, the search answer's structured content, and the result of
 a bad call (is_error and its text), so the Rust test asserts on what a real client saw.
 """

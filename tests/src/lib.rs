@@ -1,1 +1,8 @@
+//! Helpers shared by hubdex's end-to-end tests: where the binaries, the model and the Python
+//! tools are, and a generator of git repositories with a known history.
 
+mod gitrepo;
+mod paths;
+
+pub use gitrepo::{GeneratedRepo, PARAPHRASES, make_repo};
+pub use paths::{bin, free_port, model_dir, python, wait_for_http};

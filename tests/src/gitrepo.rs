@@ -1,0 +1,168 @@
+//! A git repository with a known history, made with the git command line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Subjects of the generated main-branch commits. Each is about something distinct, so a
+/// paraphrase of one should find that one.
+const SUBJECTS: &[&str] = &[
+    "Add exponential backoff when retrying failed HTTP requests",
+    "Parse TOML configuration files at startup",
+    "Fix off-by-one error in the pagination cursor",
+    "Cache compiled regular expressions between calls",
+    "Document the release process for maintainers",
+    "Rename the user model to account everywhere",
+    "Drop support for Python 3.7",
+    "Speed up JSON serialization of large payloads",
+    "Validate email addresses before sending invites",
+    "Log the request id with every error message",
+    "Add a dark mode toggle to the settings page",
+    "Stream CSV exports instead of buffering them in memory",
+    "Fix race condition when two workers claim the same job",
+    "Upgrade the database driver to the latest version",
+    "Add unit tests for the date formatting helpers",
+    "Compress images before uploading them to the bucket",
+    "Limit login attempts to stop password guessing",
+    "Translate the onboarding screens into German",
+    "Remove the deprecated v1 REST endpoints",
+    "Show a progress bar while importing archives",
+    "Handle leap years in the billing calendar",
+    "Sort search results by relevance by default",
+    "Add a health check endpoint for the load balancer",
+    "Fix memory leak in the websocket connection pool",
+    "Use UTC timestamps in all audit log entries",
+    "Allow admins to export the member list",
+    "Reduce Docker image size with a multi-stage build",
+    "Fix crash when the uploaded file name is empty",
+    "Add keyboard shortcuts for the text editor",
+    "Make the sidebar collapsible on small screens",
+    "Encrypt API tokens at rest",
+    "Retry flaky integration tests once in CI",
+    "Add a command to rebuild the search index",
+    "Fix wrong currency symbol on Swiss invoices",
+    "Send a weekly digest email to subscribers",
+    "Normalize unicode before comparing usernames",
+    "Add pagination to the comments API",
+    "Warn when the disk is almost full",
+    "Replace the homegrown logger with structured tracing",
+    "Fix timezone bug in the meeting scheduler",
+    "Add rate limiting to the public API",
+    "Store thumbnails next to the original images",
+    "Explain the plugin architecture in the design doc",
+    "Fix broken links in the contributor guide",
+    "Add support for webhooks signed with HMAC",
+];
+
+/// (query, subject it paraphrases): a test asserts each subject's commit ranks in the top 3.
+pub const PARAPHRASES: &[(&str, &str)] = &[
+    ("retry network calls with increasing delays", "Add exponential backoff when retrying failed HTTP requests"),
+    ("prevent brute force attacks on sign in", "Limit login attempts to stop password guessing"),
+    ("memory not released by socket connections", "Fix memory leak in the websocket connection pool"),
+];
+
+/// What [`make_repo`] made, for tests to check against.
+#[derive(Debug, Clone)]
+pub struct GeneratedRepo {
+    pub dir: PathBuf,
+    /// Every commit reachable from any branch.
+    pub commits: usize,
+    pub markdown_files: Vec<String>,
+    /// Subject of the commit whose message is not UTF-8.
+    pub non_utf8_subject_prefix: String,
+    /// Subject of the commit whose diff has more than 200 lines.
+    pub big_diff_subject: String,
+    pub merge_subject: String,
+}
+
+fn git(dir: &Path, args: &[&str], day: u32) {
+    let date = format!("2024-01-{:02}T{:02}:00:00Z", 1 + day / 24, day % 24);
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_DATE", &date)
+        .env("GIT_COMMITTER_DATE", &date)
+        .env("GIT_AUTHOR_NAME", "Ada Lovelace")
+        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+        .env("GIT_COMMITTER_NAME", "Grace Hopper")
+        .env("GIT_COMMITTER_EMAIL", "grace@example.com")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().expect("has parent")).expect("mkdir");
+    std::fs::write(p, text).expect("write");
+}
+
+/// Makes a repository in `dir`: 45 main-branch commits with distinct subjects, three markdown
+/// files, a feature branch of 4 commits merged with a merge commit, a commit whose message is
+/// Latin-1 (not UTF-8), and a commit adding a 300-line file.
+pub fn make_repo(dir: &Path) -> GeneratedRepo {
+    std::fs::create_dir_all(dir).expect("mkdir repo");
+    let mut t = 0;
+    let mut tick = || {
+        t += 1;
+        t
+    };
+    git(dir, &["init", "-q", "-b", "main"], 0);
+    write(
+        dir,
+        "README.md",
+        "# Widget service\n\nA service that stores widgets.\n\n## Installing\n\nRun `make install` and start the daemon.\n\n## Configuration\n\nSettings live in `widget.toml`; the port defaults to 8080.\n",
+    );
+    write(
+        dir,
+        "docs/guide.md",
+        "# User guide\n\n## Creating widgets\n\nPOST a JSON body to /widgets.\n\n## Deleting widgets\n\nDeleted widgets stay in the trash for thirty days before they are purged.\n",
+    );
+    write(
+        dir,
+        "docs/design.md",
+        "# Design\n\n## Storage\n\nWidgets are stored in PostgreSQL, one row per widget, with a JSONB column for attributes.\n\n## Plugins\n\nPlugins register hooks that run before and after each write.\n",
+    );
+    git(dir, &["add", "."], tick());
+    git(dir, &["commit", "-q", "-m", "Initial import of the widget service"], tick());
+    for (i, subject) in SUBJECTS.iter().enumerate() {
+        write(dir, &format!("src/module{}.txt", i % 7), &format!("change {i}: {subject}\n"));
+        git(dir, &["add", "."], tick());
+        let body = format!("{subject}\n\nThis change is number {i}. Refs #{}.", i + 1);
+        git(dir, &["commit", "-q", "-m", &body], tick());
+        if i == 20 {
+            git(dir, &["checkout", "-q", "-b", "feature/search"], tick());
+            for k in 0..4 {
+                write(dir, &format!("search/part{k}.txt"), &format!("search part {k}\n"));
+                git(dir, &["add", "."], tick());
+                git(dir, &["commit", "-q", "-m", &format!("Search feature step {k}: build the inverted index part {k}")], tick());
+            }
+            git(dir, &["checkout", "-q", "main"], tick());
+        }
+    }
+    let merge_subject = "Merge the search feature branch".to_string();
+    git(dir, &["merge", "-q", "--no-ff", "feature/search", "-m", &merge_subject], tick());
+
+    // A commit message in Latin-1: "Café: fix encoding of the menu" with é as the byte 0xE9.
+    write(dir, "src/menu.txt", "menu\n");
+    git(dir, &["add", "."], tick());
+    let msg_path = dir.join(".git").join("LATIN1_MSG");
+    std::fs::write(&msg_path, b"Caf\xe9: fix encoding of the menu\n\nThe menu showed caf\xe9 wrongly.\n").expect("write msg");
+    git(dir, &["-c", "i18n.commitEncoding=", "commit", "-q", "--cleanup=verbatim", "-F", msg_path.to_str().expect("utf8 path")], tick());
+
+    let big: String = (0..300).map(|i| format!("generated line {i}\n")).collect();
+    write(dir, "data/big.txt", &big);
+    git(dir, &["add", "."], tick());
+    let big_diff_subject = "Add the generated lookup table".to_string();
+    git(dir, &["commit", "-q", "-m", &big_diff_subject], tick());
+
+    GeneratedRepo {
+        dir: dir.to_path_buf(),
+        // initial + subjects + 4 feature + merge + latin1 + big
+        commits: 1 + SUBJECTS.len() + 4 + 1 + 1 + 1,
+        markdown_files: vec!["README.md".into(), "docs/design.md".into(), "docs/guide.md".into()],
+        non_utf8_subject_prefix: "Caf".into(),
+        big_diff_subject,
+        merge_subject,
+    }
+}

@@ -1,0 +1,54 @@
+//! Where things are on a machine that ran `ci/setup`.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A built binary of the workspace (`hubdex`, `hubdex-index`), next to the test executable's
+/// `deps/` directory. `ci/test` builds them before running tests.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target profile directory");
+    let path = dir.join(name);
+    assert!(path.is_file(), "{} is not built: run `cargo build --release --workspace` first (ci/test does)", path.display());
+    path
+}
+
+/// The embedding model directory: $HUBDEX_MODEL_DIR, else where `ci/setup` puts it.
+pub fn model_dir() -> PathBuf {
+    std::env::var_os("HUBDEX_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8"))
+}
+
+/// The Python with the test tools (mcp, pyarrow, duckdb) that `ci/setup` installs.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("HUBDEX_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hubdex_formats::cache_dir().join("venv").join("bin").join("python"));
+    assert!(p.is_file(), "{} is missing: run ./ci/setup", p.display());
+    p
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().expect("local addr").port()
+}
+
+/// Waits until `GET /healthz` on `port` answers 200, or panics after `timeout`.
+pub fn wait_for_http(port: u16, timeout: Duration) {
+    use std::io::{Read, Write};
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            let mut buf = String::new();
+            let _ = s.read_to_string(&mut buf);
+            if buf.starts_with("HTTP/1.1 200") {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("server on port {port} did not answer /healthz within {timeout:?}");
+}
