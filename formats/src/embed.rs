@@ -96,14 +96,17 @@ impl Embedder {
                 return Err(EmbedError::MissingModelFile { dir: dir.to_path_buf(), file });
             }
         }
-        let model_bytes =
-            std::fs::read(&model_path).map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
-        let mut tokenizer =
-            Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let model_bytes = std::fs::read(&model_path)
+            .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         // The shipped tokenizer pads every text to a fixed length; pad per batch instead.
         tokenizer.with_padding(None::<PaddingParams>);
         tokenizer
-            .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
 
         let env = environment()?;
@@ -115,7 +118,8 @@ impl Embedder {
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        builder = builder.with_intra_threads(threads).map_err(|e| EmbedError::Ort(e.to_string()))?;
+        builder =
+            builder.with_intra_threads(threads).map_err(|e| EmbedError::Ort(e.to_string()))?;
         let session = builder.commit_from_memory(&model_bytes).map_err(ort_err)?;
 
         let token_type_ids = session.inputs().iter().any(|i| i.name() == "token_type_ids");
@@ -126,7 +130,9 @@ impl Embedder {
             .find(|n| n == "last_hidden_state")
             .or_else(|| session.outputs().first().map(|o| o.name().to_string()))
             .ok_or_else(|| EmbedError::Output("the model has no outputs".into()))?;
-        let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = dir
+            .file_name()
+            .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let mut embedder = Embedder {
             session: Mutex::new(session),
             tokenizer,
@@ -151,7 +157,11 @@ impl Embedder {
 
     /// Embeds texts: sorted by length into batches so padding stays small, results in input
     /// order. `progress` is called with the number of texts finished after each batch.
-    pub fn embed(&self, texts: &[&str], mut progress: impl FnMut(usize)) -> Result<Vec<Vec<f32>>, EmbedError> {
+    pub fn embed(
+        &self,
+        texts: &[&str],
+        mut progress: impl FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out = vec![Vec::new(); texts.len()];
@@ -193,12 +203,19 @@ impl Embedder {
         let shape = [n, seq];
         let mut inputs = vec![
             ("input_ids", Tensor::from_array((shape, ids)).map_err(ort_err)?.into_dyn()),
-            ("attention_mask", Tensor::from_array((shape, mask.clone())).map_err(ort_err)?.into_dyn()),
+            (
+                "attention_mask",
+                Tensor::from_array((shape, mask.clone())).map_err(ort_err)?.into_dyn(),
+            ),
         ];
         if self.token_type_ids {
-            inputs.push(("token_type_ids", Tensor::from_array((shape, types)).map_err(ort_err)?.into_dyn()));
+            inputs.push((
+                "token_type_ids",
+                Tensor::from_array((shape, types)).map_err(ort_err)?.into_dyn(),
+            ));
         }
-        let mut session = self.session.lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
+        let mut session =
+            self.session.lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
         let outputs = session.run(inputs).map_err(ort_err)?;
         let value = outputs
             .get(&self.output)
@@ -208,13 +225,23 @@ impl Embedder {
         match dims.as_slice() {
             [b, s, d] if *b as usize == n && *s as usize == seq => {
                 let d = *d as usize;
-                Ok((0..n).map(|b| mean_pool(&data[b * seq * d..(b + 1) * seq * d], &mask[b * seq..(b + 1) * seq], d)).collect())
+                Ok((0..n)
+                    .map(|b| {
+                        mean_pool(
+                            &data[b * seq * d..(b + 1) * seq * d],
+                            &mask[b * seq..(b + 1) * seq],
+                            d,
+                        )
+                    })
+                    .collect())
             }
             [b, d] if *b as usize == n => {
                 let d = *d as usize;
                 Ok((0..n).map(|b| normalised(data[b * d..(b + 1) * d].to_vec())).collect())
             }
-            other => Err(EmbedError::Output(format!("unexpected output shape {other:?} for {n} texts of {seq} tokens"))),
+            other => Err(EmbedError::Output(format!(
+                "unexpected output shape {other:?} for {n} texts of {seq} tokens"
+            ))),
         }
     }
 }
@@ -249,7 +276,10 @@ pub fn resolve_model_dir(spec: &str) -> Result<PathBuf, EmbedError> {
     if local.is_dir() {
         return Ok(local.to_path_buf());
     }
-    if let Some(repo) = spec.strip_prefix("hf:").or_else(|| (spec.matches('/').count() == 1 && !local.exists()).then_some(spec)) {
+    if let Some(repo) = spec
+        .strip_prefix("hf:")
+        .or_else(|| (spec.matches('/').count() == 1 && !local.exists()).then_some(spec))
+    {
         return crate::hf::download(repo);
     }
     Err(EmbedError::MissingModelFile { dir: local.to_path_buf(), file: "model.onnx" })

@@ -12,7 +12,9 @@ pub enum FormatError {
     )]
     UnsupportedVersion { what: String, found: u32, supported: u32 },
     /// A file's bytes do not hash to the sha256 its segment.json records.
-    #[error("{path}: sha256 is {actual}, segment.json says {expected}: the file is corrupt or was changed")]
+    #[error(
+        "{path}: sha256 is {actual}, segment.json says {expected}: the file is corrupt or was changed"
+    )]
     ChecksumMismatch { path: String, expected: String, actual: String },
     /// A file a segment.json or manifest names is absent.
     #[error("{path}: missing from the segment")]
@@ -106,7 +108,9 @@ pub enum StoreError {
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
     /// The model directory lacks a file it needs.
-    #[error("model directory {dir}: {file} is missing (a model directory holds model.onnx and tokenizer.json)")]
+    #[error(
+        "model directory {dir}: {file} is missing (a model directory holds model.onnx and tokenizer.json)"
+    )]
     MissingModelFile { dir: PathBuf, file: &'static str },
     /// The ONNX Runtime library could not be found or loaded.
     #[error(

@@ -26,11 +26,17 @@ pub(crate) fn download(repo: &str) -> Result<PathBuf, EmbedError> {
     std::fs::create_dir_all(&dir).map_err(|source| EmbedError::Io { path: dir.clone(), source })?;
     let base = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
     let url = format!("{base}/{name}/resolve/{revision}");
-    let store = object_store::http::HttpBuilder::new().with_url(&url).build().map_err(|e| fail(e.to_string()))?;
+    let store = object_store::http::HttpBuilder::new()
+        .with_url(&url)
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
     // Runs on its own thread so it works from sync and async callers alike.
     let dir2 = dir.clone();
     std::thread::spawn(move || -> Result<(), String> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
         rt.block_on(async {
             for (file, candidates) in FILES {
                 let mut last = String::new();

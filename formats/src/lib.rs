@@ -31,16 +31,20 @@ mod store;
 mod text;
 mod vectors;
 
-pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, normalised, resolve_model_dir, runtime_library_path};
+pub use embed::{
+    BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, normalised, resolve_model_dir,
+    runtime_library_path,
+};
 pub use error::{EmbedError, FormatError, StoreError};
 pub use manifest::{
-    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, SegmentMeta, snapshot_id,
+    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
+    SegmentMeta, snapshot_id,
 };
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
-    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file, read_segment_meta, safe_join, segment_id, start_segment,
-    verify_segment_dir, write_segment,
+    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
+    read_segment_meta, safe_join, segment_id, start_segment, verify_segment_dir, write_segment,
 };
 pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER};
 pub use text::{TextIndex, write_text_index};

@@ -100,7 +100,11 @@ fn check_version(what: &str, found: u32) -> Result<(), FormatError> {
     if found == FORMAT_VERSION {
         Ok(())
     } else {
-        Err(FormatError::UnsupportedVersion { what: what.to_string(), found, supported: FORMAT_VERSION })
+        Err(FormatError::UnsupportedVersion {
+            what: what.to_string(),
+            found,
+            supported: FORMAT_VERSION,
+        })
     }
 }
 
@@ -190,7 +194,8 @@ mod tests {
 
     #[test]
     fn garbage_is_a_json_error_naming_the_artifact() {
-        let err = SegmentMeta::parse("segments/x/segment.json", b"{not json").unwrap_err().to_string();
+        let err =
+            SegmentMeta::parse("segments/x/segment.json", b"{not json").unwrap_err().to_string();
         assert!(err.starts_with("segments/x/segment.json is not valid"), "{err}");
     }
 

@@ -96,7 +96,11 @@ pub struct UnknownRowType(pub String);
 impl FromStr for RowType {
     type Err = UnknownRowType;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RowType::ALL.iter().copied().find(|t| t.as_str() == s).ok_or_else(|| UnknownRowType(s.into()))
+        RowType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| UnknownRowType(s.into()))
     }
 }
 

@@ -11,8 +11,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -76,7 +76,10 @@ pub fn row_schema(dim: usize) -> SchemaRef {
         utf8("content_sha256", false),
         Field::new(
             "embedding",
-            DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, false)), dim as i32),
+            DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float32, false)),
+                dim as i32,
+            ),
             false,
         ),
     ]))
@@ -99,7 +102,10 @@ fn lists<'a>(values: impl Iterator<Item = &'a Vec<String>>) -> ArrayRef {
 
 fn times<'a>(values: impl Iterator<Item = Option<&'a DateTime<Utc>>>) -> ArrayRef {
     Arc::new(
-        values.map(|t| t.map(|t| t.timestamp_micros())).collect::<TimestampMicrosecondArray>().with_timezone("UTC"),
+        values
+            .map(|t| t.map(|t| t.timestamp_micros()))
+            .collect::<TimestampMicrosecondArray>()
+            .with_timezone("UTC"),
     )
 }
 
@@ -111,8 +117,12 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
             detail: format!("embedding has {} values, the model gives {dim}", bad.embedding.len()),
         });
     }
-    let mut emb = FixedSizeListBuilder::with_capacity(Float32Builder::with_capacity(rows.len() * dim), dim as i32, rows.len())
-        .with_field(Arc::new(Field::new("item", DataType::Float32, false)));
+    let mut emb = FixedSizeListBuilder::with_capacity(
+        Float32Builder::with_capacity(rows.len() * dim),
+        dim as i32,
+        rows.len(),
+    )
+    .with_field(Arc::new(Field::new("item", DataType::Float32, false)));
     for r in rows {
         emb.values().append_slice(&r.embedding);
         emb.append(true);
@@ -193,14 +203,13 @@ pub fn read_rows(path: &Path, with_embeddings: bool) -> Result<Vec<Row>, FormatE
         .filter(|&i| with_embeddings || schema.field(i).name() != "embedding")
         .collect();
     let mask = ProjectionMask::roots(builder.parquet_schema(), keep);
-    let reader = builder.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(pq)?;
+    let reader =
+        builder.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(pq)?;
     let mut rows = Vec::new();
     for batch in reader {
         let batch = batch?;
-        batch_to_rows(&batch, &mut rows).map_err(|detail| FormatError::Schema {
-            what: path.display().to_string(),
-            detail,
-        })?;
+        batch_to_rows(&batch, &mut rows)
+            .map_err(|detail| FormatError::Schema { what: path.display().to_string(), detail })?;
     }
     Ok(rows)
 }
@@ -211,11 +220,9 @@ impl<'a> Cols<'a> {
     fn get<T: 'static>(&self, name: &str) -> Result<Option<&'a T>, String> {
         match self.0.column_by_name(name) {
             None => Ok(None),
-            Some(c) => c
-                .as_any()
-                .downcast_ref::<T>()
-                .map(Some)
-                .ok_or_else(|| format!("column {name} has type {}, not the row schema's", c.data_type())),
+            Some(c) => c.as_any().downcast_ref::<T>().map(Some).ok_or_else(|| {
+                format!("column {name} has type {}, not the row schema's", c.data_type())
+            }),
         }
     }
     fn need<T: 'static>(&self, name: &str) -> Result<&'a T, String> {
@@ -259,23 +266,31 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
     let truncated = c.get::<BooleanArray>("truncated")?;
     let draft = c.get::<BooleanArray>("draft")?;
     let (url, state, state_reason) = (c.get("url")?, c.get("state")?, c.get("state_reason")?);
-    let (milestone, author, committer) = (c.get("milestone")?, c.get("author")?, c.get("committer")?);
+    let (milestone, author, committer) =
+        (c.get("milestone")?, c.get("author")?, c.get("committer")?);
     let (base_ref, head_ref, tag) = (c.get("base_ref")?, c.get("head_ref")?, c.get("tag")?);
     let (path, commit_sha) = (c.get("path")?, c.get("commit_sha")?);
-    let (language, symbol, sha) = (c.get("language")?, c.get("symbol")?, c.get::<StringArray>("content_sha256")?);
+    let (language, symbol, sha) =
+        (c.get("language")?, c.get("symbol")?, c.get::<StringArray>("content_sha256")?);
     let (created, updated, closed, merged) =
         (c.get("created_at")?, c.get("updated_at")?, c.get("closed_at")?, c.get("merged_at")?);
-    let (in_reply_to, line_start, line_end) = (c.get("in_reply_to")?, c.get("line_start")?, c.get("line_end")?);
-    let (labels, assignees, heading_path) = (c.get("labels")?, c.get("assignees")?, c.get("heading_path")?);
+    let (in_reply_to, line_start, line_end) =
+        (c.get("in_reply_to")?, c.get("line_start")?, c.get("line_end")?);
+    let (labels, assignees, heading_path) =
+        (c.get("labels")?, c.get("assignees")?, c.get("heading_path")?);
     let (files_changed, refs) = (c.get("files_changed")?, c.get("refs")?);
     let chunk_index = c.get::<Int32Array>("chunk_index")?;
     let embedding = c.get::<FixedSizeListArray>("embedding")?;
     for i in 0..batch.num_rows() {
-        let row_type: RowType = kind.value(i).parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
+        let row_type: RowType =
+            kind.value(i).parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
         let embedding = match embedding {
             Some(e) => {
                 let v = e.value(i);
-                let f = v.as_any().downcast_ref::<Float32Array>().ok_or("embedding items are not float32")?;
+                let f = v
+                    .as_any()
+                    .downcast_ref::<Float32Array>()
+                    .ok_or("embedding items are not float32")?;
                 f.values().to_vec()
             }
             None => Vec::new(),

@@ -33,8 +33,10 @@ pub const TEXT_DIR: &str = "text";
 /// The id a segment of `repo` with these rows and model gets: the repo as a readable slug and
 /// a hash of the rows file, the model and the format version. Same rows, same id.
 pub fn segment_id(repo: &str, rows_sha256: &str, model: &ModelIdentity) -> String {
-    let slug: String =
-        repo.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect();
+    let slug: String = repo
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .collect();
     let seed = format!("{FORMAT_VERSION}\n{rows_sha256}\n{}\n{}", model.model_sha256, model.dim);
     format!("{}-{}", slug.trim_matches('-'), &sha256_hex(seed.as_bytes())[..16])
 }
@@ -63,7 +65,11 @@ fn list_files(dir: &Path) -> Result<Vec<String>, FormatError> {
         let entry = entry.map_err(|e| FormatError::io(dir, e.into()))?;
         if entry.file_type().is_file() {
             let rel = entry.path().strip_prefix(dir).expect("walkdir stays under its root");
-            let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+            let rel = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
             if rel != SEGMENT_JSON && !rel.ends_with(".lock") {
                 out.push(rel);
             }
@@ -84,16 +90,29 @@ pub struct SegmentDraft {
 
 /// Sorts `rows` by id (so the same rows give the same bytes and the same segment id) and
 /// writes rows.parquet into the empty directory `dir`.
-pub fn start_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentDraft, FormatError> {
+pub fn start_segment(
+    dir: &Path,
+    repo: &str,
+    rows: &mut [Row],
+    model: &ModelIdentity,
+) -> Result<SegmentDraft, FormatError> {
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(w) = rows.windows(2).find(|w| w[0].id == w[1].id) {
-        return Err(FormatError::Schema { what: format!("segment of {repo}"), detail: format!("row id {} appears twice", w[0].id) });
+        return Err(FormatError::Schema {
+            what: format!("segment of {repo}"),
+            detail: format!("row id {} appears twice", w[0].id),
+        });
     }
     let rows_path = dir.join(ROWS_PARQUET);
     write_rows(&rows_path, rows, model.dim)?;
     let (rows_sha, _) = hash_file(&rows_path)?;
-    Ok(SegmentDraft { dir: dir.to_path_buf(), repo: repo.to_string(), id: segment_id(repo, &rows_sha, model), model: model.clone() })
+    Ok(SegmentDraft {
+        dir: dir.to_path_buf(),
+        repo: repo.to_string(),
+        id: segment_id(repo, &rows_sha, model),
+        model: model.clone(),
+    })
 }
 
 impl SegmentDraft {
@@ -138,7 +157,12 @@ impl SegmentDraft {
 }
 
 /// Writes a whole segment of `repo` into the empty directory `dir`.
-pub fn write_segment(dir: &Path, repo: &str, rows: &mut [Row], model: &ModelIdentity) -> Result<SegmentMeta, FormatError> {
+pub fn write_segment(
+    dir: &Path,
+    repo: &str,
+    rows: &mut [Row],
+    model: &ModelIdentity,
+) -> Result<SegmentMeta, FormatError> {
     start_segment(dir, repo, rows, model)?.finish(rows)
 }
 
@@ -152,7 +176,11 @@ pub fn verify_segment_dir(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatEr
         }
         let (sha256, _) = hash_file(&path)?;
         if sha256 != f.sha256 {
-            return Err(FormatError::ChecksumMismatch { path: path.display().to_string(), expected: f.sha256.clone(), actual: sha256 });
+            return Err(FormatError::ChecksumMismatch {
+                path: path.display().to_string(),
+                expected: f.sha256.clone(),
+                actual: sha256,
+            });
         }
     }
     Ok(())
@@ -165,7 +193,10 @@ pub fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
         && !rel.contains('\\')
         && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
     if !ok {
-        return Err(FormatError::Schema { what: "segment file list".into(), detail: format!("{rel:?} is not a plain relative path") });
+        return Err(FormatError::Schema {
+            what: "segment file list".into(),
+            detail: format!("{rel:?} is not a plain relative path"),
+        });
     }
     Ok(dir.join(rel))
 }
@@ -196,7 +227,11 @@ impl Segment {
         if rows.len() as u64 != meta.rows {
             return Err(FormatError::Schema {
                 what: dir.display().to_string(),
-                detail: format!("rows.parquet has {} rows, segment.json says {}", rows.len(), meta.rows),
+                detail: format!(
+                    "rows.parquet has {} rows, segment.json says {}",
+                    rows.len(),
+                    meta.rows
+                ),
             });
         }
         let text = TextIndex::open(&dir.join(TEXT_DIR))?;

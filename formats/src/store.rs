@@ -58,7 +58,11 @@ impl Store {
     pub fn open(url: &str) -> Result<Store, StoreError> {
         let bad = |detail: String| StoreError::BadUrl { url: url.to_string(), detail };
         if url == "memory://" || url.starts_with("memory://") {
-            return Ok(Store { inner: Arc::new(InMemory::new()), url: url.to_string(), local_root: None });
+            return Ok(Store {
+                inner: Arc::new(InMemory::new()),
+                url: url.to_string(),
+                local_root: None,
+            });
         }
         let local = match url.strip_prefix("file://") {
             Some(p) => Some(PathBuf::from(p)),
@@ -66,10 +70,15 @@ impl Store {
             None => None,
         };
         if let Some(path) = local {
-            std::fs::create_dir_all(&path).map_err(|e| bad(format!("cannot create {}: {e}", path.display())))?;
+            std::fs::create_dir_all(&path)
+                .map_err(|e| bad(format!("cannot create {}: {e}", path.display())))?;
             let root = path.canonicalize().map_err(|e| bad(e.to_string()))?;
             let fs = LocalFileSystem::new_with_prefix(&root).map_err(|e| bad(e.to_string()))?;
-            return Ok(Store { inner: Arc::new(fs), url: format!("file://{}", root.display()), local_root: Some(root) });
+            return Ok(Store {
+                inner: Arc::new(fs),
+                url: format!("file://{}", root.display()),
+                local_root: Some(root),
+            });
         }
         let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         let inner: Arc<dyn ObjectStore> = match parsed.scheme() {
@@ -81,12 +90,22 @@ impl Store {
                     .map_err(|e| bad(e.to_string()))?,
             ),
             "gs" => Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url).build().map_err(|e| bad(e.to_string()))?,
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
             ),
             "az" | "azure" | "abfs" | "abfss" => Arc::new(
-                object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url).build().map_err(|e| bad(e.to_string()))?,
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(|e| bad(e.to_string()))?,
             ),
-            other => return Err(bad(format!("unknown scheme {other:?}; use file://, memory://, s3://, gs:// or az://"))),
+            other => {
+                return Err(bad(format!(
+                    "unknown scheme {other:?}; use file://, memory://, s3://, gs:// or az://"
+                )));
+            }
         };
         let prefix = parsed.path().trim_matches('/');
         let inner: Arc<dyn ObjectStore> = if prefix.is_empty() {
@@ -164,7 +183,8 @@ impl Store {
     async fn latest_versioned(&self) -> Result<Option<(Latest, UpdateVersion)>, StoreError> {
         match self.inner.get(&ObjectPath::from(LATEST)).await {
             Ok(r) => {
-                let version = UpdateVersion { e_tag: r.meta.e_tag.clone(), version: r.meta.version.clone() };
+                let version =
+                    UpdateVersion { e_tag: r.meta.e_tag.clone(), version: r.meta.version.clone() };
                 let bytes = r.bytes().await.map_err(obj(LATEST))?;
                 Ok(Some((Latest::parse(&bytes)?, version)))
             }
@@ -175,7 +195,11 @@ impl Store {
 
     /// The ids of every published snapshot, oldest first.
     pub async fn snapshots(&self) -> Result<Vec<String>, StoreError> {
-        let res = self.inner.list_with_delimiter(Some(&ObjectPath::from("snapshots"))).await.map_err(obj("snapshots/"))?;
+        let res = self
+            .inner
+            .list_with_delimiter(Some(&ObjectPath::from("snapshots")))
+            .await
+            .map_err(obj("snapshots/"))?;
         let mut ids: Vec<String> =
             res.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect();
         ids.sort();
@@ -185,20 +209,25 @@ impl Store {
     /// Reads and parses a snapshot's manifest, with its sha256.
     pub async fn manifest(&self, id: &str) -> Result<(Manifest, String), StoreError> {
         let key = format!("snapshots/{id}/manifest.json");
-        let bytes = self
-            .get_opt(&key)
-            .await?
-            .ok_or_else(|| StoreError::UnknownSnapshot { id: id.to_string(), url: self.url.clone() })?;
+        let bytes = self.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
+            id: id.to_string(),
+            url: self.url.clone(),
+        })?;
         let m = Manifest::parse(&key, &bytes)?;
         if m.snapshot != id {
-            return Err(FormatError::Schema { what: key, detail: format!("names snapshot {}", m.snapshot) }.into());
+            return Err(FormatError::Schema {
+                what: key,
+                detail: format!("names snapshot {}", m.snapshot),
+            }
+            .into());
         }
         Ok((m, sha256_hex(&bytes)))
     }
 
     /// The manifest LATEST names, checked against the hash LATEST records.
     pub async fn latest_manifest(&self) -> Result<Manifest, StoreError> {
-        let latest = self.latest().await?.ok_or_else(|| StoreError::NoSnapshot { url: self.url.clone() })?;
+        let latest =
+            self.latest().await?.ok_or_else(|| StoreError::NoSnapshot { url: self.url.clone() })?;
         let (m, sha) = self.manifest(&latest.snapshot).await?;
         if sha != latest.manifest_sha256 {
             return Err(FormatError::ChecksumMismatch {
@@ -242,9 +271,15 @@ impl Store {
     }
 
     /// The manifest entry of a segment already in the store, read from its segment.json.
-    pub async fn stored_segment_entry(&self, id: &str) -> Result<(SegmentMeta, ManifestSegment), StoreError> {
+    pub async fn stored_segment_entry(
+        &self,
+        id: &str,
+    ) -> Result<(SegmentMeta, ManifestSegment), StoreError> {
         let key = format!("segments/{id}/{SEGMENT_JSON}");
-        let json = self.get_opt(&key).await?.ok_or_else(|| FormatError::MissingFile { path: key.clone() })?;
+        let json = self
+            .get_opt(&key)
+            .await?
+            .ok_or_else(|| FormatError::MissingFile { path: key.clone() })?;
         let meta = SegmentMeta::parse(&key, &json)?;
         let entry = manifest_entry(&meta, &json);
         Ok((meta, entry))
@@ -253,18 +288,28 @@ impl Store {
     /// Writes the manifest (create-only) and moves LATEST to it, provided LATEST still names
     /// `manifest.parent`. `allow_unsafe` permits a plain overwrite on stores without
     /// conditional updates.
-    pub async fn publish(&self, manifest: &Manifest, allow_unsafe: bool) -> Result<LatestUpdate, StoreError> {
+    pub async fn publish(
+        &self,
+        manifest: &Manifest,
+        allow_unsafe: bool,
+    ) -> Result<LatestUpdate, StoreError> {
         let key = format!("snapshots/{}/manifest.json", manifest.snapshot);
         let bytes = manifest.to_bytes();
         if !self.put_create(&key, bytes.clone()).await? {
             return Err(StoreError::Conflict { snapshot: manifest.snapshot.clone() });
         }
-        let latest = Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha256_hex(&bytes) };
+        let latest =
+            Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha256_hex(&bytes) };
         self.move_latest(&latest, manifest.parent.as_deref(), allow_unsafe).await
     }
 
     /// Moves LATEST from `expected` (None: there must be no LATEST yet) to `to`.
-    pub async fn move_latest(&self, to: &Latest, expected: Option<&str>, allow_unsafe: bool) -> Result<LatestUpdate, StoreError> {
+    pub async fn move_latest(
+        &self,
+        to: &Latest,
+        expected: Option<&str>,
+        allow_unsafe: bool,
+    ) -> Result<LatestUpdate, StoreError> {
         let conflict = || StoreError::Conflict { snapshot: to.snapshot.clone() };
         if let Some(root) = &self.local_root {
             return self.move_latest_locked(root, to, expected).await;
@@ -272,18 +317,29 @@ impl Store {
         let current = self.latest_versioned().await?;
         match (current, expected) {
             (None, None) => {
-                if self.put_create(LATEST, to.to_bytes()).await? { Ok(LatestUpdate::Created) } else { Err(conflict()) }
+                if self.put_create(LATEST, to.to_bytes()).await? {
+                    Ok(LatestUpdate::Created)
+                } else {
+                    Err(conflict())
+                }
             }
             (Some((cur, version)), Some(exp)) if cur.snapshot == exp => {
                 let opts = PutOptions { mode: PutMode::Update(version), ..Default::default() };
-                match self.inner.put_opts(&ObjectPath::from(LATEST), PutPayload::from(to.to_bytes()), opts).await {
+                match self
+                    .inner
+                    .put_opts(&ObjectPath::from(LATEST), PutPayload::from(to.to_bytes()), opts)
+                    .await
+                {
                     Ok(_) => Ok(LatestUpdate::Moved { from: cur.snapshot }),
-                    Err(object_store::Error::Precondition { .. }) | Err(object_store::Error::AlreadyExists { .. }) => Err(conflict()),
+                    Err(object_store::Error::Precondition { .. })
+                    | Err(object_store::Error::AlreadyExists { .. }) => Err(conflict()),
                     Err(object_store::Error::NotImplemented) if allow_unsafe => {
                         self.put(LATEST, to.to_bytes()).await?;
                         Ok(LatestUpdate::Moved { from: cur.snapshot })
                     }
-                    Err(object_store::Error::NotImplemented) => Err(StoreError::NoConditionalUpdate { url: self.url.clone() }),
+                    Err(object_store::Error::NotImplemented) => {
+                        Err(StoreError::NoConditionalUpdate { url: self.url.clone() })
+                    }
                     Err(e) => Err(obj(LATEST)(e)),
                 }
             }
@@ -293,7 +349,12 @@ impl Store {
 
     /// LATEST on a local directory: an exclusive OS lock (released by the OS if we die)
     /// around read, compare and an atomic rename.
-    async fn move_latest_locked(&self, root: &Path, to: &Latest, expected: Option<&str>) -> Result<LatestUpdate, StoreError> {
+    async fn move_latest_locked(
+        &self,
+        root: &Path,
+        to: &Latest,
+        expected: Option<&str>,
+    ) -> Result<LatestUpdate, StoreError> {
         let lock_path = root.join(".LATEST.lock");
         let root = root.to_path_buf();
         let to = to.clone();
@@ -314,7 +375,9 @@ impl Store {
             };
             let result = match (&current, expected.as_deref()) {
                 (None, None) => LatestUpdate::Created,
-                (Some(cur), Some(exp)) if cur.snapshot == exp => LatestUpdate::Moved { from: cur.snapshot.clone() },
+                (Some(cur), Some(exp)) if cur.snapshot == exp => {
+                    LatestUpdate::Moved { from: cur.snapshot.clone() }
+                }
                 _ => return Err(StoreError::Conflict { snapshot: to.snapshot.clone() }),
             };
             let tmp = root.join(format!(".LATEST.{}.tmp", std::process::id()));
@@ -330,7 +393,11 @@ impl Store {
     /// Downloads a segment into `cache/segments/<id>`, hashing every file as it is copied and
     /// checking it against the manifest before the directory becomes visible. A segment
     /// already in the cache was verified when it entered and is not hashed again.
-    pub async fn fetch_segment(&self, seg: &ManifestSegment, cache: &Path) -> Result<PathBuf, StoreError> {
+    pub async fn fetch_segment(
+        &self,
+        seg: &ManifestSegment,
+        cache: &Path,
+    ) -> Result<PathBuf, StoreError> {
         let final_dir = cache.join("segments").join(&seg.id);
         if final_dir.join(VERIFIED_MARKER).is_file() {
             return Ok(final_dir);
@@ -357,14 +424,26 @@ impl Store {
 
     async fn fetch_into(&self, seg: &ManifestSegment, dir: &Path) -> Result<(), StoreError> {
         let json_key = format!("segments/{}/{SEGMENT_JSON}", seg.id);
-        let json = self.get_opt(&json_key).await?.ok_or_else(|| FormatError::MissingFile { path: json_key.clone() })?;
+        let json = self
+            .get_opt(&json_key)
+            .await?
+            .ok_or_else(|| FormatError::MissingFile { path: json_key.clone() })?;
         let sha = sha256_hex(&json);
         if sha != seg.segment_json_sha256 {
-            return Err(FormatError::ChecksumMismatch { path: json_key, expected: seg.segment_json_sha256.clone(), actual: sha }.into());
+            return Err(FormatError::ChecksumMismatch {
+                path: json_key,
+                expected: seg.segment_json_sha256.clone(),
+                actual: sha,
+            }
+            .into());
         }
         let meta = SegmentMeta::parse(&json_key, &json)?;
         if meta.files != seg.files || meta.id != seg.id {
-            return Err(FormatError::Schema { what: json_key, detail: "does not match the manifest's file list".into() }.into());
+            return Err(FormatError::Schema {
+                what: json_key,
+                detail: "does not match the manifest's file list".into(),
+            }
+            .into());
         }
         for f in &meta.files {
             let key = format!("segments/{}/{}", seg.id, f.path);
@@ -374,7 +453,12 @@ impl Store {
             }
             let (sha256, bytes) = self.copy_hashing(&key, &path).await?;
             if sha256 != f.sha256 || bytes != f.bytes {
-                return Err(FormatError::ChecksumMismatch { path: key, expected: f.sha256.clone(), actual: sha256 }.into());
+                return Err(FormatError::ChecksumMismatch {
+                    path: key,
+                    expected: f.sha256.clone(),
+                    actual: sha256,
+                }
+                .into());
             }
         }
         let json_path = dir.join(SEGMENT_JSON);
@@ -385,10 +469,13 @@ impl Store {
     async fn copy_hashing(&self, key: &str, to: &Path) -> Result<(String, u64), StoreError> {
         use std::io::Write as _;
         let r = self.inner.get(&ObjectPath::from(key)).await.map_err(|e| match e {
-            object_store::Error::NotFound { .. } => StoreError::Format(FormatError::MissingFile { path: key.to_string() }),
+            object_store::Error::NotFound { .. } => {
+                StoreError::Format(FormatError::MissingFile { path: key.to_string() })
+            }
             e => obj(key)(e),
         })?;
-        let mut file = std::io::BufWriter::new(std::fs::File::create(to).map_err(|e| FormatError::io(to, e))?);
+        let mut file =
+            std::io::BufWriter::new(std::fs::File::create(to).map_err(|e| FormatError::io(to, e))?);
         let mut h = Sha256::new();
         let mut n = 0u64;
         let mut stream = r.into_stream();

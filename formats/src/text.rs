@@ -8,7 +8,9 @@ use tantivy::query::QueryParser;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::tokenizer::{Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument};
 
 /// The analyzer of prose fields: words, lowercased, English stop words dropped (so "on" and
@@ -84,7 +86,8 @@ pub fn write_text_index(dir: &Path, rows: &[Row]) -> Result<(), FormatError> {
     let (schema, f) = schema();
     let index = Index::create_in_dir(dir, schema).map_err(tv)?;
     register_analyzers(&index);
-    let mut writer = index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
+    let mut writer =
+        index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
     for (ord, row) in rows.iter().enumerate() {
         let mut doc = TantivyDocument::default();
         doc.add_u64(f.ord, ord as u64);
@@ -133,8 +136,10 @@ impl TextIndex {
         let index = Index::open_in_dir(dir).map_err(tv)?;
         register_analyzers(&index);
         let fields = fields_of(&index.schema()).map_err(tv)?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(tv)?;
-        let mut parser = QueryParser::for_index(&index, vec![fields.title, fields.body, fields.path]);
+        let reader =
+            index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(tv)?;
+        let mut parser =
+            QueryParser::for_index(&index, vec![fields.title, fields.body, fields.path]);
         parser.set_field_boost(fields.title, 2.0);
         parser.set_field_boost(fields.path, 1.5);
         Ok(TextIndex { reader, parser, fields, path: dir.to_path_buf() })
@@ -155,7 +160,9 @@ impl TextIndex {
         let docs = match allow {
             Some(allow) => {
                 let pred = move |ord: u64| allow(ord);
-                searcher.search(&q, &FilterCollector::new("ord".to_string(), pred, top)).map_err(tv)?
+                searcher
+                    .search(&q, &FilterCollector::new("ord".to_string(), pred, top))
+                    .map_err(tv)?
             }
             None => searcher.search(&q, &top).map_err(tv)?,
         };

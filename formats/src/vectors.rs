@@ -61,16 +61,24 @@ impl VectorIndex {
         let file_len = std::fs::metadata(path).map_err(|e| FormatError::io(path, e))?.len();
         let meta = Index::metadata(s).map_err(|e| bad(format!("header: {e}")))?;
         if meta.dimensions as usize != dim {
-            return Err(bad(format!("header says {} dimensions, the model has {dim}", meta.dimensions)));
+            return Err(bad(format!(
+                "header says {} dimensions, the model has {dim}",
+                meta.dimensions
+            )));
         }
         if meta.count_present != rows {
-            return Err(bad(format!("header says {} vectors, segment has {rows} rows", meta.count_present)));
+            return Err(bad(format!(
+                "header says {} vectors, segment has {rows} rows",
+                meta.count_present
+            )));
         }
         // f16 vectors alone need this many bytes; a header claiming more than the file holds
         // is crafted or cut, and must not reach the native reader.
         let min_bytes = rows.saturating_mul(dim as u64 * 2);
         if file_len < min_bytes {
-            return Err(bad(format!("file has {file_len} bytes, too short for {rows} vectors of {dim} dimensions")));
+            return Err(bad(format!(
+                "file has {file_len} bytes, too short for {rows} vectors of {dim} dimensions"
+            )));
         }
         let index = Index::new(&options(dim)).map_err(|e| bad(e.to_string()))?;
         index.view(s).map_err(|e| bad(format!("view: {e}")))?;
@@ -89,7 +97,7 @@ impl VectorIndex {
             return Ok(Vec::new());
         }
         let m = match allow {
-            Some(allow) => self.index.filtered_search(query, limit, |k| allow(k)),
+            Some(allow) => self.index.filtered_search(query, limit, allow),
             None => self.index.search(query, limit),
         }
         .map_err(|e| FormatError::Vectors { path: Default::default(), detail: e.to_string() })?;

@@ -9,8 +9,8 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, Row, Store, cache_dir, read_rows,
-    snapshot_id, start_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, Row, Store, cache_dir,
+    read_rows, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -80,7 +80,10 @@ async fn previous_vectors(
     }
     let mut out = HashMap::new();
     for seg in prev.segments.iter().filter(|s| s.repo == repo) {
-        let dir = store.fetch_segment(seg, &cache_dir()).await.with_context(|| format!("reading previous segment {}", seg.id))?;
+        let dir = store
+            .fetch_segment(seg, &cache_dir())
+            .await
+            .with_context(|| format!("reading previous segment {}", seg.id))?;
         for row in read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)? {
             out.insert(row.content_sha256, row.embedding);
         }
@@ -135,10 +138,14 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     for source in &opts.sources {
         for dir in git::discover(source, &globs)? {
             let name = git::repo_name(&dir);
-            if let Some(other) = repos.insert(name.clone(), dir.clone()) {
-                if other != dir {
-                    bail!("{} and {} would both be indexed as {name}: index them into separate stores", other.display(), dir.display());
-                }
+            if let Some(other) = repos.insert(name.clone(), dir.clone())
+                && other != dir
+            {
+                bail!(
+                    "{} and {} would both be indexed as {name}: index them into separate stores",
+                    other.display(),
+                    dir.display()
+                );
             }
         }
     }
@@ -196,12 +203,12 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     }
 
     // Repositories this build did not touch keep their segments from the previous snapshot.
-    if let Some(prev) = &prev {
-        if prev.model.model_sha256 == model.model_sha256 {
-            for s in &prev.segments {
-                if !repos.contains_key(&s.repo) {
-                    segments.push(s.clone());
-                }
+    if let Some(prev) = &prev
+        && prev.model.model_sha256 == model.model_sha256
+    {
+        for s in &prev.segments {
+            if !repos.contains_key(&s.repo) {
+                segments.push(s.clone());
             }
         }
     }
@@ -209,12 +216,13 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     report.snapshot_bytes = segments.iter().flat_map(|s| &s.files).map(|f| f.bytes).sum();
 
     let t = Instant::now();
-    if let Some(prev) = &prev {
-        if prev.segments == segments && prev.model == model {
-            report.snapshot = prev.snapshot.clone();
-            report.published = false;
-            return Ok(report);
-        }
+    if let Some(prev) = &prev
+        && prev.segments == segments
+        && prev.model == model
+    {
+        report.snapshot = prev.snapshot.clone();
+        report.published = false;
+        return Ok(report);
     }
     let now = Utc::now();
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");

@@ -13,8 +13,18 @@ use chrono::{DateTime, Utc};
 use globset::GlobSet;
 
 /// Directories never searched for repositories, whatever `--exclude` says.
-const SKIP_DIRS: &[&str] =
-    &["node_modules", "target", "build", "dist", "vendor", "venv", ".venv", "virtualenv", "__pycache__", "site-packages"];
+const SKIP_DIRS: &[&str] = &[
+    "node_modules",
+    "target",
+    "build",
+    "dist",
+    "vendor",
+    "venv",
+    ".venv",
+    "virtualenv",
+    "__pycache__",
+    "site-packages",
+];
 
 /// Errors of the git source.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +43,9 @@ pub enum GitError {
     #[error("source {0} does not exist")]
     NoSuchPath(PathBuf),
     /// A SOURCE directory holds no git repository.
-    #[error("source {0} is not a git repository and holds none (hidden, build and vendor directories are skipped)")]
+    #[error(
+        "source {0} is not a git repository and holds none (hidden, build and vendor directories are skipped)"
+    )]
     NoRepository(PathBuf),
 }
 
@@ -45,7 +57,10 @@ fn git(dir: &Path) -> Command {
 
 /// Runs git and returns its stdout as bytes.
 fn run(dir: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
-    let out = git(dir).args(args).output().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let out = git(dir)
+        .args(args)
+        .output()
+        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     if !out.status.success() {
         return Err(GitError::Failed {
             dir: dir.to_path_buf(),
@@ -98,13 +113,24 @@ pub(crate) fn discover(source: &Path, exclude: &GlobSet) -> Result<Vec<PathBuf>,
 /// one, else `local/<directory name>`.
 pub(crate) fn repo_name(dir: &Path) -> String {
     if let Ok(out) = run(dir, &["config", "--get", "remote.origin.url"]) {
-        let url = String::from_utf8_lossy(&out).trim().trim_end_matches('/').trim_end_matches(".git").to_string();
+        let url = String::from_utf8_lossy(&out)
+            .trim()
+            .trim_end_matches('/')
+            .trim_end_matches(".git")
+            .to_string();
         let parts: Vec<&str> = url.rsplit(['/', ':']).take(2).collect();
-        if parts.len() == 2 && !parts[0].is_empty() && !parts[1].is_empty() && url.contains("github") {
+        if parts.len() == 2
+            && !parts[0].is_empty()
+            && !parts[1].is_empty()
+            && url.contains("github")
+        {
             return format!("{}/{}", parts[1], parts[0]);
         }
     }
-    let name = dir.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     format!("local/{}", name.unwrap_or_else(|| "repo".into()))
 }
 
@@ -146,8 +172,10 @@ fn parse_record(raw: &[u8]) -> Option<Commit> {
         return None;
     }
     let parents = f.next()?.split_whitespace().map(str::to_string).collect();
-    let (author, author_email, authored_at) = (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
-    let (committer, committer_email, committed_at) = (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
+    let (author, author_email, authored_at) =
+        (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
+    let (committer, committer_email, committed_at) =
+        (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
     let message = f.next()?.trim_end().to_string();
     let rest = f.next().unwrap_or("");
     let diff = rest.trim_start_matches('\n').to_string();
@@ -160,25 +188,49 @@ fn parse_record(raw: &[u8]) -> Option<Commit> {
             }
         }
     }
-    Some(Commit { sha, parents, author, author_email, authored_at, committer, committer_email, committed_at, message, files, diff })
+    Some(Commit {
+        sha,
+        parents,
+        author,
+        author_email,
+        authored_at,
+        committer,
+        committer_email,
+        committed_at,
+        message,
+        files,
+        diff,
+    })
 }
 
 /// Streams every commit reachable from any branch or tag, newest first, to `each`.
 pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Result<(), GitError> {
     let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
-    let args = ["log", "--all", "--date-order", "--no-color", "--no-ext-diff", "--no-renames", "-p", format];
+    let args = [
+        "log",
+        "--all",
+        "--date-order",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-renames",
+        "-p",
+        format,
+    ];
     let mut child = git(dir)
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let mut stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
+    let mut stdout =
+        BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
     let mut buf = Vec::new();
     let mut first = true;
     loop {
         buf.clear();
-        let n = stdout.read_until(RECORD, &mut buf).map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+        let n = stdout
+            .read_until(RECORD, &mut buf)
+            .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
         if n == 0 {
             break;
         }
@@ -197,10 +249,18 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut stderr);
     }
-    let status = child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let status =
+        child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     // An empty repository has no commits: git log fails on it, and that is not an error here.
-    if !status.success() && !stderr.contains("does not have any commits") && !stderr.contains("bad default revision") {
-        return Err(GitError::Failed { dir: dir.to_path_buf(), args: args.join(" "), stderr: stderr.trim().to_string() });
+    if !status.success()
+        && !stderr.contains("does not have any commits")
+        && !stderr.contains("bad default revision")
+    {
+        return Err(GitError::Failed {
+            dir: dir.to_path_buf(),
+            args: args.join(" "),
+            stderr: stderr.trim().to_string(),
+        });
     }
     Ok(())
 }
@@ -217,11 +277,19 @@ pub(crate) fn head(dir: &Path) -> Result<Option<String>, GitError> {
 /// Paths of the files in the tree of `commit`.
 pub(crate) fn tree_files(dir: &Path, commit: &str) -> Result<Vec<String>, GitError> {
     let out = run(dir, &["ls-tree", "-r", "-z", "--name-only", commit])?;
-    Ok(out.split(|&b| b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
+    Ok(out
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect())
 }
 
 /// Reads many blobs (`<commit>:<path>`) through one `git cat-file --batch`.
-pub(crate) fn read_blobs(dir: &Path, commit: &str, paths: &[String]) -> Result<HashMap<String, Vec<u8>>, GitError> {
+pub(crate) fn read_blobs(
+    dir: &Path,
+    commit: &str,
+    paths: &[String],
+) -> Result<HashMap<String, Vec<u8>>, GitError> {
     let spawn_err = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
     let mut child = git(dir)
         .args(["cat-file", "--batch"])

@@ -18,7 +18,11 @@ pub const DIFF_MAX_LINES: usize = 200;
 const DOC_MAX_BYTES: usize = 1 << 20;
 
 /// Reads every row of the repository at `dir`, indexed under the name `repo`.
-pub(crate) fn read_repo(dir: &Path, repo: &str, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, GitError> {
+pub(crate) fn read_repo(
+    dir: &Path,
+    repo: &str,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, GitError> {
     let web = git::web_url(repo);
     let mut rows = Vec::new();
     // Newest change per path, from the date-ordered log: a doc's updated_at.
@@ -36,7 +40,10 @@ pub(crate) fn read_repo(dir: &Path, repo: &str, mut progress: impl FnMut(&str)) 
     })?;
     let commits = rows.len();
     if let Some(head) = git::head(dir)? {
-        let head_time = rows.iter().find(|r| r.commit_sha.as_deref() == Some(head.as_str())).and_then(|r| r.updated_at);
+        let head_time = rows
+            .iter()
+            .find(|r| r.commit_sha.as_deref() == Some(head.as_str()))
+            .and_then(|r| r.updated_at);
         let docs: Vec<String> =
             git::tree_files(dir, &head)?.into_iter().filter(|p| is_markdown(p)).collect();
         let blobs = git::read_blobs(dir, &head, &docs)?;
@@ -104,14 +111,22 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit) -> Row {
 }
 
 /// The chunk rows of one markdown file at `commit`.
-pub(crate) fn doc_rows(repo: &str, web: Option<&str>, path: &str, commit: &str, text: &str, updated: Option<DateTime<Utc>>) -> Vec<Row> {
+pub(crate) fn doc_rows(
+    repo: &str,
+    web: Option<&str>,
+    path: &str,
+    commit: &str,
+    text: &str,
+    updated: Option<DateTime<Utc>>,
+) -> Vec<Row> {
     let file_name = path.rsplit('/').next().unwrap_or(path).to_string();
     chunk_markdown(text)
         .into_iter()
         .enumerate()
         .map(|(i, chunk)| {
             let mut row = Row::new(RowType::Doc, repo, &format!("file/{path}"), i as u32);
-            row.title = Some(chunk.heading_path.last().cloned().unwrap_or_else(|| file_name.clone()));
+            row.title =
+                Some(chunk.heading_path.last().cloned().unwrap_or_else(|| file_name.clone()));
             row.heading_path = chunk.heading_path;
             row.path = Some(path.to_string());
             row.line_start = Some(chunk.line_start as i64);
@@ -120,7 +135,9 @@ pub(crate) fn doc_rows(repo: &str, web: Option<&str>, path: &str, commit: &str, 
             row.updated_at = updated;
             row.created_at = updated;
             row.language = Some("markdown".into());
-            row.url = web.map(|w| format!("{w}/blob/{commit}/{path}#L{}-L{}", chunk.line_start, chunk.line_end));
+            row.url = web.map(|w| {
+                format!("{w}/blob/{commit}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
+            });
             row.refs = find_refs(&chunk.text);
             row.set_body(&chunk.text);
             row
@@ -137,7 +154,11 @@ mod tests {
         let diff: String = (0..250).map(|i| format!("+line {i}\n")).collect();
         let cut = cut_diff(&diff);
         assert_eq!(cut.lines().count(), DIFF_MAX_LINES + 1);
-        assert!(cut.ends_with("[… 50 more diff lines not shown]"), "{}", cut.lines().last().unwrap());
+        assert!(
+            cut.ends_with("[… 50 more diff lines not shown]"),
+            "{}",
+            cut.lines().last().unwrap()
+        );
         assert_eq!(cut_diff("+a\n+b\n"), "+a\n+b\n");
     }
 }

@@ -47,7 +47,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Build { sources, store, model, device, exclude, allow_unsafe_latest } => {
             let model = model.unwrap_or_else(default_model);
-            let model_dir = hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+            let model_dir = hubdex_formats::resolve_model_dir(&model)
+                .with_context(|| format!("model {model}"))?;
             let opts = BuildOptions {
                 store: store.unwrap_or_else(default_store),
                 model_dir,
@@ -89,7 +90,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

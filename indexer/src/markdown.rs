@@ -29,7 +29,9 @@ pub fn chunk_markdown(src: &str) -> Vec<MdChunk> {
     let mut in_heading: Option<(usize, usize, String)> = None;
     for (event, range) in Parser::new(src).into_offset_iter() {
         match event {
-            Event::Start(Tag::Heading { level: l, .. }) => in_heading = Some((level(l), range.start, String::new())),
+            Event::Start(Tag::Heading { level: l, .. }) => {
+                in_heading = Some((level(l), range.start, String::new()))
+            }
             Event::Text(t) | Event::Code(t) => {
                 if let Some((_, _, text)) = in_heading.as_mut() {
                     text.push_str(&t);
@@ -76,7 +78,12 @@ fn push(out: &mut Vec<MdChunk>, path: &[String], text: &str, line_start: usize) 
         return;
     }
     let lines = text.trim_end_matches('\n').matches('\n').count();
-    out.push(MdChunk { heading_path: path.to_vec(), text: text.trim_end().to_string(), line_start, line_end: line_start + lines });
+    out.push(MdChunk {
+        heading_path: path.to_vec(),
+        text: text.trim_end().to_string(),
+        line_start,
+        line_end: line_start + lines,
+    });
 }
 
 #[cfg(test)]
@@ -84,10 +91,14 @@ mod tests {
     use super::*;
 
     fn check(src: &str, expect: &[(&[&str], usize, usize)]) {
-        let got: Vec<(Vec<String>, usize, usize)> =
-            chunk_markdown(src).into_iter().map(|c| (c.heading_path, c.line_start, c.line_end)).collect();
-        let want: Vec<(Vec<String>, usize, usize)> =
-            expect.iter().map(|(p, s, e)| (p.iter().map(|x| x.to_string()).collect(), *s, *e)).collect();
+        let got: Vec<(Vec<String>, usize, usize)> = chunk_markdown(src)
+            .into_iter()
+            .map(|c| (c.heading_path, c.line_start, c.line_end))
+            .collect();
+        let want: Vec<(Vec<String>, usize, usize)> = expect
+            .iter()
+            .map(|(p, s, e)| (p.iter().map(|x| x.to_string()).collect(), *s, *e))
+            .collect();
         assert_eq!(got, want);
     }
 
@@ -101,7 +112,10 @@ mod tests {
 
     #[test]
     fn setext_headings_and_code_in_headings_count() {
-        check("Title\n=====\n\nbody\n\n## The `run` step\nx\n", &[(&["Title"], 1, 4), (&["Title", "The run step"], 6, 7)]);
+        check(
+            "Title\n=====\n\nbody\n\n## The `run` step\nx\n",
+            &[(&["Title"], 1, 4), (&["Title", "The run step"], 6, 7)],
+        );
     }
 
     #[test]

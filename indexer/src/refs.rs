@@ -12,8 +12,15 @@ pub fn find_refs(text: &str) -> Vec<String> {
         } else if let Some((repo, num)) = word.split_once('#') {
             let repo_ok = repo.is_empty()
                 || (repo.split('/').count() == 2
-                    && repo.split('/').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))));
-            if repo_ok && !num.is_empty() && num.len() <= 9 && num.chars().all(|c| c.is_ascii_digit()) {
+                    && repo.split('/').all(|p| {
+                        !p.is_empty()
+                            && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    }));
+            if repo_ok
+                && !num.is_empty()
+                && num.len() <= 9
+                && num.chars().all(|c| c.is_ascii_digit())
+            {
                 out.insert(word.to_string());
             }
         } else if (7..=40).contains(&word.len())
@@ -32,13 +39,20 @@ mod tests {
     use super::*;
 
     fn check(text: &str, expect: &[&str]) {
-        assert_eq!(find_refs(text), expect.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{text}");
+        assert_eq!(
+            find_refs(text),
+            expect.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "{text}"
+        );
     }
 
     #[test]
     fn issue_numbers_shas_and_urls() {
         check("fixes #12 and rust-lang/rust#99.", &["#12", "rust-lang/rust#99"]);
-        check("reverts 1a2b3c4d5e (see https://github.com/o/r/pull/3)", &["1a2b3c4d5e", "https://github.com/o/r/pull/3"]);
+        check(
+            "reverts 1a2b3c4d5e (see https://github.com/o/r/pull/3)",
+            &["1a2b3c4d5e", "https://github.com/o/r/pull/3"],
+        );
         check("no refs here: a#b, #, deadbeef-ish words, 12345678", &[]);
         check("C# and F#", &[]);
     }

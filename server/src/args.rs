@@ -41,7 +41,10 @@ impl<'a> Args<'a> {
     pub fn new(map: &'a Map<String, Value>, allowed: &[&str]) -> Result<Self, ToolError> {
         for k in map.keys() {
             if !allowed.contains(&k.as_str()) {
-                return Err(ToolError::arg(k, format!("unknown argument; allowed: {}", allowed.join(", "))));
+                return Err(ToolError::arg(
+                    k,
+                    format!("unknown argument; allowed: {}", allowed.join(", ")),
+                ));
             }
         }
         Ok(Args { map })
@@ -67,7 +70,10 @@ impl<'a> Args<'a> {
             return Err(ToolError::arg(name, "must not be empty"));
         }
         if s.chars().count() > max {
-            return Err(ToolError::arg(name, format!("must be at most {max} characters, got {}", s.chars().count())));
+            return Err(ToolError::arg(
+                name,
+                format!("must be at most {max} characters, got {}", s.chars().count()),
+            ));
         }
         Ok(s)
     }
@@ -114,10 +120,19 @@ impl<'a> Args<'a> {
                 .iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s.clone()),
-                    v => Err(ToolError::arg(name, format!("must be a string or a list of strings, got a list holding {}", kind(v)))),
+                    v => Err(ToolError::arg(
+                        name,
+                        format!(
+                            "must be a string or a list of strings, got a list holding {}",
+                            kind(v)
+                        ),
+                    )),
                 })
                 .collect(),
-            Some(v) => Err(ToolError::arg(name, format!("must be a string or a list of strings, got {}", kind(v)))),
+            Some(v) => Err(ToolError::arg(
+                name,
+                format!("must be a string or a list of strings, got {}", kind(v)),
+            )),
         }
     }
 }
@@ -142,7 +157,10 @@ mod tests {
     fn integers_out_of_range_name_the_range() {
         let m = args(json!({"top_k": 500, "b": "7", "c": 2.5}));
         let a = Args::new(&m, &["top_k", "b", "c"]).unwrap();
-        assert_eq!(a.int_in("top_k", 1, 50, 10).unwrap_err().to_string(), "argument `top_k`: must be an integer from 1 to 50, got 500");
+        assert_eq!(
+            a.int_in("top_k", 1, 50, 10).unwrap_err().to_string(),
+            "argument `top_k`: must be an integer from 1 to 50, got 500"
+        );
         assert!(a.int_in("b", 1, 50, 10).unwrap_err().to_string().contains("got a string"));
         assert!(a.int_in("c", 1, 50, 10).unwrap_err().to_string().contains("got 2.5"));
         assert_eq!(a.int_in("missing", 1, 50, 10).unwrap(), 10);
@@ -162,6 +180,9 @@ mod tests {
     fn empty_text_is_refused() {
         let m = args(json!({"query": "   "}));
         let a = Args::new(&m, &["query"]).unwrap();
-        assert_eq!(a.required_text("query", 10).unwrap_err().to_string(), "argument `query`: must not be empty");
+        assert_eq!(
+            a.required_text("query", 10).unwrap_err().to_string(),
+            "argument `query`: must not be empty"
+        );
     }
 }

@@ -34,7 +34,8 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> axum::Router {
         .with_json_response(true)
         .with_sse_keep_alive(None);
     if !opts.allowed_hosts.is_empty() {
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"].iter().map(|s| s.to_string()).collect();
+        let mut hosts: Vec<String> =
+            ["localhost", "127.0.0.1", "::1", "[::1]"].iter().map(|s| s.to_string()).collect();
         hosts.extend(opts.allowed_hosts.iter().cloned());
         config = config.with_allowed_hosts(hosts);
     }
@@ -51,8 +52,14 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> axum::Router {
 }
 
 /// Serves until the process is stopped.
-pub async fn serve_http(state: Arc<AppState>, addr: SocketAddr, opts: &HttpOptions) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
+pub async fn serve_http(
+    state: Arc<AppState>,
+    addr: SocketAddr,
+    opts: &HttpOptions,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
     let local = listener.local_addr()?;
     eprintln!("hubdex: serving snapshot {} on http://{local}/mcp", state.current.load().id());
     axum::serve(listener, router(state, opts)).await?;

@@ -8,12 +8,18 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{Device, Embedder, Store};
-use hubdex_server::{AppState, HttpOptions, HubdexMcp, call_tool, default_cache, open_snapshot, serve_http};
+use hubdex_server::{
+    AppState, HttpOptions, HubdexMcp, call_tool, default_cache, open_snapshot, serve_http,
+};
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
 
 #[derive(Parser)]
-#[command(name = "hubdex", version, about = "Search a hubdex snapshot: MCP server and command line")]
+#[command(
+    name = "hubdex",
+    version,
+    about = "Search a hubdex snapshot: MCP server and command line"
+)]
 struct Cli {
     /// Store URL or directory (file://, memory://, s3://, gs://, az://).
     #[arg(long, global = true, env = "HUBDEX_STORE")]
@@ -77,7 +83,8 @@ async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
     let cache = cli.cache.clone().unwrap_or_else(default_cache);
     let snap = open_snapshot(&store, &cache, None).await?;
     let model = cli.model.clone().unwrap_or_else(default_model);
-    let dir = hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+    let dir =
+        hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
     let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir, Device::Cpu)).await??;
     if embedder.identity().model_sha256 != snap.manifest.model.model_sha256 {
         anyhow::bail!(
@@ -96,14 +103,21 @@ fn print_answer(answer: &Value) {
     for (i, r) in results.iter().enumerate() {
         let title = r["title"].as_str().unwrap_or("");
         let place = r["url"].as_str().or(r["path"].as_str()).unwrap_or("");
-        println!("{:>2}. [{}] {} — {}", i + 1, r["type"].as_str().unwrap_or(""), title, r["repo"].as_str().unwrap_or(""));
+        println!(
+            "{:>2}. [{}] {} — {}",
+            i + 1,
+            r["type"].as_str().unwrap_or(""),
+            title,
+            r["repo"].as_str().unwrap_or("")
+        );
         if let Some(sha) = r["commit_sha"].as_str() {
             println!("    commit {}", &sha[..sha.len().min(12)]);
         }
         if !place.is_empty() {
             println!("    {place}");
         }
-        let snippet: String = r["snippet"].as_str().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" ");
+        let snippet: String =
+            r["snippet"].as_str().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" ");
         println!("    {}", snippet.chars().take(200).collect::<String>());
     }
 }
@@ -112,7 +126,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store_url = cli.store.clone().unwrap_or_else(|| "./.hubdex/store".to_string());
     // A store that does not exist is an error here: the server never creates one.
     if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
-        anyhow::bail!("store {store_url} does not exist: build one with `hubdex-index build --store {store_url}`");
+        anyhow::bail!(
+            "store {store_url} does not exist: build one with `hubdex-index build --store {store_url}`"
+        );
     }
     let store = Store::open(&store_url)?;
     match &cli.command {
@@ -158,7 +174,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 service.waiting().await?;
                 Ok(())
             } else if let Some(addr) = http {
-                let opts = HttpOptions { allowed_hosts: allowed_hosts.clone(), allowed_origins: allowed_origins.clone() };
+                let opts = HttpOptions {
+                    allowed_hosts: allowed_hosts.clone(),
+                    allowed_origins: allowed_origins.clone(),
+                };
                 serve_http(state, *addr, &opts).await
             } else {
                 anyhow::bail!("serve needs --stdio or --http ADDR")
@@ -169,7 +188,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

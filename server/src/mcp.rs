@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -37,7 +38,9 @@ fn tools() -> Vec<Tool> {
             let mut annotations = ToolAnnotations::with_title(s.title);
             annotations.read_only_hint = Some(true);
             annotations.open_world_hint = Some(false);
-            Tool::new(s.name, s.description, schema).with_title(s.title).with_annotations(annotations)
+            Tool::new(s.name, s.description, schema)
+                .with_title(s.title)
+                .with_annotations(annotations)
         })
         .collect()
 }

@@ -52,7 +52,8 @@ pub struct SearchRequest {
 }
 
 /// Argument names of the search tool.
-pub(crate) const SEARCH_ARGS: &[&str] = &["query", "top_k", "fusion", "type", "repo", "rerank", "snapshot"];
+pub(crate) const SEARCH_ARGS: &[&str] =
+    &["query", "top_k", "fusion", "type", "repo", "rerank", "snapshot"];
 
 impl SearchRequest {
     /// Reads and checks the search tool's arguments.
@@ -65,15 +66,17 @@ impl SearchRequest {
             .string_list("type")?
             .iter()
             .map(|t| {
-                t.parse::<RowType>()
-                    .map_err(|_| ToolError::arg("type", format!("unknown type {t:?}; allowed: {}", RowType::allowed())))
+                t.parse::<RowType>().map_err(|_| {
+                    ToolError::arg(
+                        "type",
+                        format!("unknown type {t:?}; allowed: {}", RowType::allowed()),
+                    )
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let repo = a.string("repo")?;
-        if let Some(r) = &repo {
-            if r.trim().is_empty() {
-                return Err(ToolError::arg("repo", "must be owner/name, got an empty string"));
-            }
+        if repo.as_ref().is_some_and(|r| r.trim().is_empty()) {
+            return Err(ToolError::arg("repo", "must be owner/name, got an empty string"));
         }
         Ok(SearchRequest {
             query,
@@ -151,10 +154,10 @@ struct Candidate {
 /// misspelt filter.
 fn unmatched_filters(snap: &OpenSnapshot, req: &SearchRequest) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(repo) = &req.repo {
-        if !snap.segments.iter().any(|s| &s.meta.repo == repo) {
-            out.push("repo".to_string());
-        }
+    if let Some(repo) = &req.repo
+        && !snap.segments.iter().any(|s| &s.meta.repo == repo)
+    {
+        out.push("repo".to_string());
     }
     if !req.types.is_empty() {
         let present = req.types.iter().any(|t| {
@@ -175,15 +178,24 @@ fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
 }
 
 /// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only.
-pub fn search(snap: &OpenSnapshot, embedder: &Embedder, req: &SearchRequest) -> Result<SearchAnswer, ToolError> {
+pub fn search(
+    snap: &OpenSnapshot,
+    embedder: &Embedder,
+    req: &SearchRequest,
+) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = unmatched_filters(snap, req);
     let pool = (req.top_k * 5).max(50);
     let type_set: HashSet<RowType> = req.types.iter().copied().collect();
-    let fail = |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
+    let fail =
+        |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
 
     let query_vec = match req.fusion {
         Fusion::SparseOnly => None,
-        _ => Some(embedder.embed_one(&req.query).map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?),
+        _ => Some(
+            embedder
+                .embed_one(&req.query)
+                .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?,
+        ),
     };
 
     let mut sparse: Vec<(usize, u64, f32)> = Vec::new();
@@ -225,7 +237,8 @@ pub fn search(snap: &OpenSnapshot, embedder: &Embedder, req: &SearchRequest) -> 
     for c in cands.values_mut() {
         c.fused = match req.fusion {
             Fusion::Rrf => {
-                c.sparse.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64)) + c.dense.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64))
+                c.sparse.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64))
+                    + c.dense.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64))
             }
             Fusion::DenseOnly => c.dense.map_or(0.0, |(s, _)| s as f64),
             Fusion::SparseOnly => c.sparse.map_or(0.0, |(s, _)| s as f64),
@@ -243,7 +256,8 @@ pub fn search(snap: &OpenSnapshot, embedder: &Embedder, req: &SearchRequest) -> 
     for (key, c) in ranked {
         let r = row(snap, key);
         if let Some(&i) = by_entity.get(&(r.repo.as_str(), r.entity.as_str())) {
-            let same = results[i].same_entity.get_or_insert(SameEntity { count: 0, others: Vec::new() });
+            let same =
+                results[i].same_entity.get_or_insert(SameEntity { count: 0, others: Vec::new() });
             same.count += 1;
             same.others.push(SameEntityRow {
                 id: r.id.clone(),
@@ -308,7 +322,11 @@ fn query_terms(q: &str) -> Vec<String> {
 pub fn snippet(body: &str, terms: &[String], max: usize) -> String {
     let lower = body.to_lowercase();
     // Lowercasing can change byte lengths; only trust positions when it did not.
-    let hit = if lower.len() == body.len() { terms.iter().filter_map(|t| lower.find(t.as_str())).min() } else { None };
+    let hit = if lower.len() == body.len() {
+        terms.iter().filter_map(|t| lower.find(t.as_str())).min()
+    } else {
+        None
+    };
     let chars: Vec<(usize, char)> = body.char_indices().collect();
     if chars.len() <= max {
         return body.trim().to_string();

@@ -39,7 +39,11 @@ pub enum OpenError {
 }
 
 /// Opens snapshot `id` (or the one LATEST names) from `store`, through `cache`.
-pub async fn open_snapshot(store: &Store, cache: &Path, id: Option<&str>) -> Result<Arc<OpenSnapshot>, OpenError> {
+pub async fn open_snapshot(
+    store: &Store,
+    cache: &Path,
+    id: Option<&str>,
+) -> Result<Arc<OpenSnapshot>, OpenError> {
     let manifest = match id {
         None => store.latest_manifest().await?,
         Some(id) => store.manifest(id).await?.0,
@@ -49,7 +53,13 @@ pub async fn open_snapshot(store: &Store, cache: &Path, id: Option<&str>) -> Res
         let dir = store.fetch_segment(seg, cache).await?;
         let opened = tokio::task::spawn_blocking(move || Segment::open(&dir))
             .await
-            .map_err(|e| OpenError::Segment { segment: seg.id.clone(), source: hubdex_formats::FormatError::Io { path: PathBuf::new(), source: std::io::Error::other(e) } })?
+            .map_err(|e| OpenError::Segment {
+                segment: seg.id.clone(),
+                source: hubdex_formats::FormatError::Io {
+                    path: PathBuf::new(),
+                    source: std::io::Error::other(e),
+                },
+            })?
             .map_err(|source| OpenError::Segment { segment: seg.id.clone(), source })?;
         segments.push(opened);
     }

@@ -24,14 +24,28 @@ pub struct AppState {
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").field("store", &self.store).field("snapshot", &self.current.load().id()).finish()
+        f.debug_struct("AppState")
+            .field("store", &self.store)
+            .field("snapshot", &self.current.load().id())
+            .finish()
     }
 }
 
 impl AppState {
     /// State serving `current`.
-    pub fn new(store: Store, cache: PathBuf, current: Arc<OpenSnapshot>, embedder: Arc<Embedder>) -> Self {
-        AppState { store, cache, current: ArcSwap::new(current), embedder, pinned: Mutex::new(Vec::new()) }
+    pub fn new(
+        store: Store,
+        cache: PathBuf,
+        current: Arc<OpenSnapshot>,
+        embedder: Arc<Embedder>,
+    ) -> Self {
+        AppState {
+            store,
+            cache,
+            current: ArcSwap::new(current),
+            embedder,
+            pinned: Mutex::new(Vec::new()),
+        }
     }
 
     /// The snapshot a request asked for: the current one, or a pinned one opened on demand
@@ -47,14 +61,21 @@ impl AppState {
         }
         let valid = id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
         if !valid {
-            return Err(ToolError::arg("snapshot", format!("{id:?} is not a snapshot id (like 20261129T180000Z-1a2b3c4d)")));
+            return Err(ToolError::arg(
+                "snapshot",
+                format!("{id:?} is not a snapshot id (like 20261129T180000Z-1a2b3c4d)"),
+            ));
         }
-        let opened = open_snapshot(&self.store, &self.cache, Some(id)).await.map_err(|e| match e {
-            crate::snapshot::OpenError::Store(hubdex_formats::StoreError::UnknownSnapshot { .. }) => {
-                ToolError::arg("snapshot", format!("no snapshot {id} in this store; the current one is {}", current.id()))
-            }
-            other => ToolError::Unavailable(format!("opening snapshot {id}: {other}")),
-        })?;
+        let opened =
+            open_snapshot(&self.store, &self.cache, Some(id)).await.map_err(|e| match e {
+                crate::snapshot::OpenError::Store(
+                    hubdex_formats::StoreError::UnknownSnapshot { .. },
+                ) => ToolError::arg(
+                    "snapshot",
+                    format!("no snapshot {id} in this store; the current one is {}", current.id()),
+                ),
+                other => ToolError::Unavailable(format!("opening snapshot {id}: {other}")),
+            })?;
         let mut pinned = self.pinned.lock().expect("pinned lock");
         pinned.insert(0, opened.clone());
         pinned.truncate(PINNED_OPEN);

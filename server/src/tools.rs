@@ -70,7 +70,11 @@ pub fn tool_specs() -> Vec<ToolSpec> {
 }
 
 /// Answers one tool call with its structured result.
-pub async fn call_tool(state: &Arc<AppState>, name: &str, args: &Map<String, Value>) -> Result<Value, ToolError> {
+pub async fn call_tool(
+    state: &Arc<AppState>,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<Value, ToolError> {
     match name {
         "search" => {
             let req = SearchRequest::from_args(args)?;

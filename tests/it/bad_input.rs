@@ -21,9 +21,18 @@ fn search_arguments_are_checked_one_by_one() {
     check(json!({"query": ""}), "argument `query`: must not be empty");
     check(json!({}), "argument `query`: is required");
     check(json!({"query": 7}), "argument `query`: must be a string, got a number");
-    check(json!({"query": "x", "top_k": 0}), "argument `top_k`: must be an integer from 1 to 50, got 0");
-    check(json!({"query": "x", "top_k": 500}), "argument `top_k`: must be an integer from 1 to 50, got 500");
-    check(json!({"query": "x", "top_k": "5"}), "argument `top_k`: must be an integer from 1 to 50, got a string");
+    check(
+        json!({"query": "x", "top_k": 0}),
+        "argument `top_k`: must be an integer from 1 to 50, got 0",
+    );
+    check(
+        json!({"query": "x", "top_k": 500}),
+        "argument `top_k`: must be an integer from 1 to 50, got 500",
+    );
+    check(
+        json!({"query": "x", "top_k": "5"}),
+        "argument `top_k`: must be an integer from 1 to 50, got a string",
+    );
     check(
         json!({"query": "x", "fusion": "best"}),
         "argument `fusion`: must be one of rrf, dense_only, sparse_only, got \"best\"",
@@ -33,32 +42,53 @@ fn search_arguments_are_checked_one_by_one() {
         "argument `type`: unknown type \"issues\"; allowed: issue, pull_request, issue_comment, pr_review, \
          pr_review_comment, release, doc, wiki_doc, commit, diff, code",
     );
-    check(json!({"query": "x", "type": [1]}), "argument `type`: must be a string or a list of strings, got a list holding a number");
-    check(json!({"query": "x", "rerank": "yes"}), "argument `rerank`: must be true or false, got a string");
+    check(
+        json!({"query": "x", "type": [1]}),
+        "argument `type`: must be a string or a list of strings, got a list holding a number",
+    );
+    check(
+        json!({"query": "x", "rerank": "yes"}),
+        "argument `rerank`: must be true or false, got a string",
+    );
     check(
         json!({"query": "x", "snapshot": "../etc"}),
         "argument `snapshot`: \"../etc\" is not a snapshot id (like 20261129T180000Z-1a2b3c4d)",
     );
     let unknown = "argument `snapshot`: no snapshot 20200101T000000Z-00000000 in this store; the current one is";
     let f = fixture();
-    let map = json!({"query": "x", "snapshot": "20200101T000000Z-00000000"}).as_object().unwrap().clone();
-    let err = runtime().block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await }).unwrap_err();
+    let map =
+        json!({"query": "x", "snapshot": "20200101T000000Z-00000000"}).as_object().unwrap().clone();
+    let err = runtime()
+        .block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await })
+        .unwrap_err();
     assert!(err.to_string().starts_with(unknown), "{err}");
-    check(json!({"query": "x", "colour": "red"}), "argument `colour`: unknown argument; allowed: query, top_k, fusion, type, repo, rerank, snapshot");
+    check(
+        json!({"query": "x", "colour": "red"}),
+        "argument `colour`: unknown argument; allowed: query, top_k, fusion, type, repo, rerank, snapshot",
+    );
 }
 
 #[test]
 fn a_filter_that_matches_nothing_is_reported() {
     let f = fixture();
-    let map = json!({"query": "widgets", "repo": "widgets", "type": "release"}).as_object().unwrap().clone();
-    let answer = runtime().block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await }).unwrap();
+    let map = json!({"query": "widgets", "repo": "widgets", "type": "release"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let answer = runtime()
+        .block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await })
+        .unwrap();
     assert_eq!(answer["count"], json!(0));
     assert_eq!(answer["filters_unmatched"], json!(["repo", "type"]));
 }
 
 fn hubdex(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(hubdex_tests::bin("hubdex")).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -109,7 +139,17 @@ fn the_query_command_rejects_bad_arguments_without_a_panic() {
 #[test]
 fn query_json_prints_the_search_tools_object() {
     let f = fixture();
-    let (code, stdout, stderr) = hubdex(&["--store", f.store.to_str().unwrap(), "query", "exponential backoff", "--json", "--type", "commit", "--top-k", "2"]);
+    let (code, stdout, stderr) = hubdex(&[
+        "--store",
+        f.store.to_str().unwrap(),
+        "query",
+        "exponential backoff",
+        "--json",
+        "--type",
+        "commit",
+        "--top-k",
+        "2",
+    ]);
     assert_eq!(code, 0, "{stderr}");
     let v: Value = serde_json::from_str(&stdout).unwrap();
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -118,7 +158,18 @@ fn query_json_prints_the_search_tools_object() {
     let r = &v["results"][0];
     assert_eq!(r["type"], json!("commit"));
     assert_eq!(r["commit_sha"].as_str().unwrap().len(), 40);
-    for k in ["id", "repo", "title", "snippet", "score", "sparse_score", "sparse_rank", "dense_score", "dense_rank", "same_entity"] {
+    for k in [
+        "id",
+        "repo",
+        "title",
+        "snippet",
+        "score",
+        "sparse_score",
+        "sparse_rank",
+        "dense_score",
+        "dense_rank",
+        "same_entity",
+    ] {
         assert!(r.get(k).is_some(), "result lacks {k}: {r}");
     }
 }

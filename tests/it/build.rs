@@ -10,7 +10,8 @@ use crate::fixture::{fixture, options, runtime, state};
 #[test]
 fn the_store_has_the_layout_of_the_design() {
     let f = fixture();
-    let latest: serde_json::Value = serde_json::from_slice(&std::fs::read(f.store.join("LATEST")).unwrap()).unwrap();
+    let latest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.store.join("LATEST")).unwrap()).unwrap();
     let id = latest["snapshot"].as_str().unwrap();
     assert_eq!(id, f.first.snapshot);
     assert!(latest["manifest_sha256"].as_str().unwrap().len() == 64);
@@ -36,8 +37,11 @@ fn the_store_has_the_layout_of_the_design() {
 #[test]
 fn every_sha256_in_segment_json_matches_its_file() {
     let f = fixture();
-    let seg_dir = std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
-    let meta = SegmentMeta::parse("segment.json", &std::fs::read(seg_dir.join("segment.json")).unwrap()).unwrap();
+    let seg_dir =
+        std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
+    let meta =
+        SegmentMeta::parse("segment.json", &std::fs::read(seg_dir.join("segment.json")).unwrap())
+            .unwrap();
     let on_disk: Vec<String> = walkdir::WalkDir::new(&seg_dir)
         .into_iter()
         .filter_map(Result::ok)
@@ -56,20 +60,41 @@ fn every_sha256_in_segment_json_matches_its_file() {
 #[test]
 fn commits_on_every_branch_and_doc_chunks_become_rows() {
     let f = fixture();
-    let seg_dir = std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
+    let seg_dir =
+        std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
     let rows = read_rows(&seg_dir.join("rows.parquet"), true).unwrap();
     let commits: Vec<_> = rows.iter().filter(|r| r.kind().as_str() == "commit").collect();
     assert_eq!(commits.len(), f.repo.commits);
-    assert!(commits.iter().any(|r| r.title.as_deref().unwrap_or("").starts_with("Search feature step 3")), "feature branch commits are indexed");
+    assert!(
+        commits.iter().any(|r| r
+            .title
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("Search feature step 3")),
+        "feature branch commits are indexed"
+    );
 
-    let merge = commits.iter().find(|r| r.title.as_deref() == Some(f.repo.merge_subject.as_str())).expect("merge commit");
+    let merge = commits
+        .iter()
+        .find(|r| r.title.as_deref() == Some(f.repo.merge_subject.as_str()))
+        .expect("merge commit");
     assert!(merge.body.contains("Merge of "), "{}", merge.body);
 
-    let latin1 = commits.iter().find(|r| r.title.as_deref().unwrap_or("").starts_with(&f.repo.non_utf8_subject_prefix)).unwrap();
+    let latin1 = commits
+        .iter()
+        .find(|r| r.title.as_deref().unwrap_or("").starts_with(&f.repo.non_utf8_subject_prefix))
+        .unwrap();
     assert_eq!(latin1.title.as_deref(), Some("Caf\u{fffd}: fix encoding of the menu"));
 
-    let big = commits.iter().find(|r| r.title.as_deref() == Some(f.repo.big_diff_subject.as_str())).unwrap();
-    assert!(big.body.contains("more diff lines not shown]"), "{}", &big.body[big.body.len() - 200..]);
+    let big = commits
+        .iter()
+        .find(|r| r.title.as_deref() == Some(f.repo.big_diff_subject.as_str()))
+        .unwrap();
+    assert!(
+        big.body.contains("more diff lines not shown]"),
+        "{}",
+        &big.body[big.body.len() - 200..]
+    );
     assert_eq!(big.files_changed, vec!["data/big.txt".to_string()]);
     assert_eq!(big.author.as_deref(), Some("Ada Lovelace <ada@example.com>"));
     assert_eq!(big.committer.as_deref(), Some("Grace Hopper <grace@example.com>"));
@@ -82,7 +107,10 @@ fn commits_on_every_branch_and_doc_chunks_become_rows() {
     paths.sort();
     paths.dedup();
     assert_eq!(paths, f.repo.markdown_files);
-    let deleting = docs.iter().find(|r| r.heading_path == vec!["User guide".to_string(), "Deleting widgets".to_string()]).unwrap();
+    let deleting = docs
+        .iter()
+        .find(|r| r.heading_path == vec!["User guide".to_string(), "Deleting widgets".to_string()])
+        .unwrap();
     assert_eq!((deleting.line_start, deleting.line_end), (Some(7), Some(9)));
     assert!(deleting.body.contains("thirty days"));
 }
@@ -98,9 +126,22 @@ fn a_paraphrase_of_a_commit_subject_finds_it_in_the_top_3() {
             args.insert("top_k".into(), json!(3));
             args.insert("type".into(), json!("commit"));
             let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
-            let titles: Vec<&str> = answer["results"].as_array().unwrap().iter().map(|r| r["title"].as_str().unwrap()).collect();
-            assert!(titles.contains(subject), "{query:?} should find {subject:?} in the top 3, got {titles:?}");
-            let hit = answer["results"].as_array().unwrap().iter().find(|r| r["title"] == json!(subject)).unwrap();
+            let titles: Vec<&str> = answer["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["title"].as_str().unwrap())
+                .collect();
+            assert!(
+                titles.contains(subject),
+                "{query:?} should find {subject:?} in the top 3, got {titles:?}"
+            );
+            let hit = answer["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["title"] == json!(subject))
+                .unwrap();
             assert_eq!(hit["commit_sha"].as_str().unwrap().len(), 40);
             assert_eq!(answer["snapshot"], json!(f.first.snapshot));
         }
@@ -127,17 +168,37 @@ fn a_new_commit_embeds_only_its_row_and_keeps_the_rest() {
     let first = rt.block_on(build(&options(&store, &repo.dir))).unwrap();
     std::fs::write(repo.dir.join("NEW.txt"), "new\n").unwrap();
     let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git").arg("-C").arg(&repo.dir).args(args).status().unwrap().success();
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo.dir)
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
         assert!(ok, "git {args:?}");
     };
     git(&["add", "."]);
-    git(&["-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "-m", "Add the NEW file"]);
+    git(&[
+        "-c",
+        "user.name=T",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "Add the NEW file",
+    ]);
     let second = rt.block_on(build(&options(&store, &repo.dir))).unwrap();
     assert_eq!(second.embedded, 1, "only the new commit is embedded");
     assert_eq!(second.rows, first.rows + 1);
     assert!(second.published);
-    let m = rt.block_on(async { hubdex_formats::Store::open(&store.display().to_string()).unwrap().latest_manifest().await.unwrap() });
+    let m = rt.block_on(async {
+        hubdex_formats::Store::open(&store.display().to_string())
+            .unwrap()
+            .latest_manifest()
+            .await
+            .unwrap()
+    });
     assert_eq!(m.parent.as_deref(), Some(first.snapshot.as_str()));
     assert_eq!(m.build.embedded, 1);
 }
-

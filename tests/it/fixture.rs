@@ -17,7 +17,11 @@ pub(crate) struct Fixture {
 }
 
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 pub(crate) fn options(store: &Path, source: &Path) -> BuildOptions {

@@ -11,7 +11,10 @@ const GOLDEN_SNAPSHOT: &str = "20261129T190758Z-60d1c0bf";
 
 #[test]
 fn the_golden_v1_snapshot_verifies_opens_and_answers() {
-    assert_eq!(FORMAT_VERSION, 1, "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)");
+    assert_eq!(
+        FORMAT_VERSION, 1,
+        "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
+    );
     // Work on a copy: opening a local store must not need to write into the fixture.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("golden");
@@ -32,7 +35,10 @@ fn the_golden_v1_snapshot_verifies_opens_and_answers() {
         assert!(rows.iter().all(|r| r.embedding.len() == 384));
 
         let st = state(&copy).await;
-        let args = json!({"query": "tulips", "fusion": "sparse_only", "top_k": 1}).as_object().unwrap().clone();
+        let args = json!({"query": "tulips", "fusion": "sparse_only", "top_k": 1})
+            .as_object()
+            .unwrap()
+            .clone();
         let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
         assert_eq!(answer["snapshot"], json!(GOLDEN_SNAPSHOT));
         assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
@@ -53,10 +59,16 @@ fn a_corrupted_golden_file_is_refused_before_anything_opens_it() {
     runtime().block_on(async {
         let store = Store::open(copy.to_str().unwrap()).unwrap();
         let manifest = store.latest_manifest().await.unwrap();
-        let err = store.fetch_segment(&manifest.segments[0], &dir.path().join("cache")).await.unwrap_err();
+        let err = store
+            .fetch_segment(&manifest.segments[0], &dir.path().join("cache"))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("vectors.usearch"), "{err}");
         assert!(err.to_string().contains("sha256"), "{err}");
-        assert!(!dir.path().join("cache/segments").join(&manifest.segments[0].id).exists(), "nothing half-verified enters the cache");
+        assert!(
+            !dir.path().join("cache/segments").join(&manifest.segments[0].id).exists(),
+            "nothing half-verified enters the cache"
+        );
     });
 }
 

@@ -25,19 +25,32 @@ fn client(transport_args: &[String], mode: &str) -> Value {
         .args(transport_args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "client failed in {mode} mode: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "client failed in {mode} mode: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn check_report(report: &Value, mode: &str) {
-    assert!(report["tools"].as_array().unwrap().contains(&Value::from("search")), "{mode}: {report}");
+    assert!(
+        report["tools"].as_array().unwrap().contains(&Value::from("search")),
+        "{mode}: {report}"
+    );
     assert_eq!(report["search"]["is_error"], Value::Bool(false), "{mode}: {report}");
     let answer = &report["search"]["structured"];
     assert_eq!(answer["snapshot"], Value::from(fixture().first.snapshot.clone()), "{mode}");
     assert_eq!(answer["count"], Value::from(3), "{mode}: {answer}");
     assert!(answer["results"][0]["id"].as_str().unwrap().contains('_'));
     assert_eq!(report["bad"]["is_error"], Value::Bool(true), "{mode}: {report}");
-    assert!(report["bad"]["text"].as_str().unwrap().contains("argument `top_k`: must be an integer from 1 to 50"), "{mode}: {report}");
+    assert!(
+        report["bad"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("argument `top_k`: must be an integer from 1 to 50"),
+        "{mode}: {report}"
+    );
 }
 
 #[test]
@@ -63,7 +76,13 @@ fn python_client_over_http_in_both_protocol_eras() {
     let port = hubdex_tests::free_port();
     let _server = Server(
         Command::new(hubdex_tests::bin("hubdex"))
-            .args(["--store", f.store.to_str().unwrap(), "serve", "--http", &format!("127.0.0.1:{port}")])
+            .args([
+                "--store",
+                f.store.to_str().unwrap(),
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -14,12 +14,40 @@ fn pyarrow_and_duckdb_read_rows_parquet() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["files"], 1);
-    let columns: Vec<&str> = v["pyarrow"]["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let columns: Vec<&str> =
+        v["pyarrow"]["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     for c in [
-        "id", "type", "repo", "entity", "number", "title", "body", "body_chars", "truncated", "url", "state", "labels",
-        "milestone", "assignees", "author", "created_at", "updated_at", "closed_at", "merged_at", "path", "line_start",
-        "line_end", "heading_path", "chunk_index", "commit_sha", "files_changed", "language", "symbol", "refs",
-        "content_sha256", "embedding",
+        "id",
+        "type",
+        "repo",
+        "entity",
+        "number",
+        "title",
+        "body",
+        "body_chars",
+        "truncated",
+        "url",
+        "state",
+        "labels",
+        "milestone",
+        "assignees",
+        "author",
+        "created_at",
+        "updated_at",
+        "closed_at",
+        "merged_at",
+        "path",
+        "line_start",
+        "line_end",
+        "heading_path",
+        "chunk_index",
+        "commit_sha",
+        "files_changed",
+        "language",
+        "symbol",
+        "refs",
+        "content_sha256",
+        "embedding",
     ] {
         assert!(columns.contains(&c), "pyarrow does not see column {c}: {columns:?}");
     }

@@ -55,9 +55,15 @@ const SUBJECTS: &[&str] = &[
 
 /// (query, subject it paraphrases): a test asserts each subject's commit ranks in the top 3.
 pub const PARAPHRASES: &[(&str, &str)] = &[
-    ("retry network calls with increasing delays", "Add exponential backoff when retrying failed HTTP requests"),
+    (
+        "retry network calls with increasing delays",
+        "Add exponential backoff when retrying failed HTTP requests",
+    ),
     ("prevent brute force attacks on sign in", "Limit login attempts to stop password guessing"),
-    ("memory not released by socket connections", "Fix memory leak in the websocket connection pool"),
+    (
+        "memory not released by socket connections",
+        "Fix memory leak in the websocket connection pool",
+    ),
 ];
 
 /// What [`make_repo`] made, for tests to check against.
@@ -135,7 +141,16 @@ pub fn make_repo(dir: &Path) -> GeneratedRepo {
             for k in 0..4 {
                 write(dir, &format!("search/part{k}.txt"), &format!("search part {k}\n"));
                 git(dir, &["add", "."], tick());
-                git(dir, &["commit", "-q", "-m", &format!("Search feature step {k}: build the inverted index part {k}")], tick());
+                git(
+                    dir,
+                    &[
+                        "commit",
+                        "-q",
+                        "-m",
+                        &format!("Search feature step {k}: build the inverted index part {k}"),
+                    ],
+                    tick(),
+                );
             }
             git(dir, &["checkout", "-q", "main"], tick());
         }
@@ -147,8 +162,24 @@ pub fn make_repo(dir: &Path) -> GeneratedRepo {
     write(dir, "src/menu.txt", "menu\n");
     git(dir, &["add", "."], tick());
     let msg_path = dir.join(".git").join("LATIN1_MSG");
-    std::fs::write(&msg_path, b"Caf\xe9: fix encoding of the menu\n\nThe menu showed caf\xe9 wrongly.\n").expect("write msg");
-    git(dir, &["-c", "i18n.commitEncoding=", "commit", "-q", "--cleanup=verbatim", "-F", msg_path.to_str().expect("utf8 path")], tick());
+    std::fs::write(
+        &msg_path,
+        b"Caf\xe9: fix encoding of the menu\n\nThe menu showed caf\xe9 wrongly.\n",
+    )
+    .expect("write msg");
+    git(
+        dir,
+        &[
+            "-c",
+            "i18n.commitEncoding=",
+            "commit",
+            "-q",
+            "--cleanup=verbatim",
+            "-F",
+            msg_path.to_str().expect("utf8 path"),
+        ],
+        tick(),
+    );
 
     let big: String = (0..300).map(|i| format!("generated line {i}\n")).collect();
     write(dir, "data/big.txt", &big);

@@ -10,7 +10,11 @@ pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target profile directory");
     let path = dir.join(name);
-    assert!(path.is_file(), "{} is not built: run `cargo build --release --workspace` first (ci/test does)", path.display());
+    assert!(
+        path.is_file(),
+        "{} is not built: run `cargo build --release --workspace` first (ci/test does)",
+        path.display()
+    );
     path
 }
 
@@ -32,7 +36,11 @@ pub fn python() -> PathBuf {
 
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().expect("local addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind a free port")
+        .local_addr()
+        .expect("local addr")
+        .port()
 }
 
 /// Waits until `GET /healthz` on `port` answers 200, or panics after `timeout`.
@@ -41,7 +49,9 @@ pub fn wait_for_http(port: u16, timeout: Duration) {
     let start = Instant::now();
     while start.elapsed() < timeout {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+            let _ = s.write_all(
+                b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+            );
             let mut buf = String::new();
             let _ = s.read_to_string(&mut buf);
             if buf.starts_with("HTTP/1.1 200") {

@@ -1,0 +1,35 @@
+"""Asks a running hubdex server three questions through the official MCP client and prints
+the answers the way an agent would see them."""
+
+import asyncio
+import sys
+
+from mcp import Client
+
+QUERIES = [
+    ("how is a snapshot published and LATEST moved", {}),
+    ("verify sha256 of segment files before opening them", {}),
+    ("reciprocal rank fusion of BM25 and embeddings", {"type": ["commit", "doc"]}),
+]
+
+
+async def main(url: str) -> None:
+    async with Client(url, mode="2026-07-28", read_timeout_seconds=120) as client:
+        tools = await client.list_tools()
+        print(f"tools: {', '.join(t.name for t in tools.tools)}")
+        for query, extra in QUERIES:
+            result = await client.call_tool("search", {"query": query, "top_k": 3, **extra})
+            answer = result.structured_content
+            print(f"\n> search {query!r}  (snapshot {answer['snapshot']})")
+            for i, r in enumerate(answer["results"], 1):
+                where = r.get("path") or (r.get("commit_sha") or "")[:12]
+                if r.get("line_start"):
+                    where += f":{r['line_start']}-{r['line_end']}"
+                print(f"  {i}. [{r['type']}] {r['title']}  ({where})")
+                print(f"     rrf {r['score']:.4f}  bm25 rank {r['sparse_rank']}  dense rank {r['dense_rank']}")
+                snippet = " ".join(r["snippet"].split())[:160]
+                print(f"     {snippet}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))
