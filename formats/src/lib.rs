@@ -22,6 +22,7 @@
 
 mod embed;
 mod error;
+mod files;
 mod hf;
 mod manifest;
 mod row;
@@ -36,6 +37,7 @@ pub use embed::{
     runtime_library_path,
 };
 pub use error::{EmbedError, FormatError, StoreError};
+pub use files::{FILES_PARQUET, FileText, read_files, write_files};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
     SegmentMeta, snapshot_id,

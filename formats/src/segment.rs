@@ -15,6 +15,7 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use crate::error::FormatError;
+use crate::files::{FILES_PARQUET, FileText, read_files, write_files};
 use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
 use crate::row::{Row, sha256_hex};
 use crate::rows::{read_rows, write_rows};
@@ -30,8 +31,9 @@ pub const VECTORS_USEARCH: &str = "vectors.usearch";
 /// The directory of a segment's text index.
 pub const TEXT_DIR: &str = "text";
 
-/// The id a segment of `repo` with these rows and model gets: the repo as a readable slug and
-/// a hash of the rows file, the model and the format version. Same rows, same id.
+/// The id a segment of `repo` with this content and model gets: the repo as a readable slug
+/// and a hash of the content (rows.parquet, and files.parquet when present), the model and the
+/// format version. Same content, same id.
 pub fn segment_id(repo: &str, rows_sha256: &str, model: &ModelIdentity) -> String {
     let slug: String = repo
         .chars()
@@ -94,6 +96,7 @@ pub fn start_segment(
     dir: &Path,
     repo: &str,
     rows: &mut [Row],
+    files: &mut [FileText],
     model: &ModelIdentity,
 ) -> Result<SegmentDraft, FormatError> {
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
@@ -106,11 +109,18 @@ pub fn start_segment(
     }
     let rows_path = dir.join(ROWS_PARQUET);
     write_rows(&rows_path, rows, model.dim)?;
-    let (rows_sha, _) = hash_file(&rows_path)?;
+    let (mut content_sha, _) = hash_file(&rows_path)?;
+    if !files.is_empty() {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let files_path = dir.join(FILES_PARQUET);
+        write_files(&files_path, files)?;
+        content_sha =
+            sha256_hex(format!("{content_sha}\n{}", hash_file(&files_path)?.0).as_bytes());
+    }
     Ok(SegmentDraft {
         dir: dir.to_path_buf(),
         repo: repo.to_string(),
-        id: segment_id(repo, &rows_sha, model),
+        id: segment_id(repo, &content_sha, model),
         model: model.clone(),
     })
 }
@@ -161,9 +171,10 @@ pub fn write_segment(
     dir: &Path,
     repo: &str,
     rows: &mut [Row],
+    files: &mut [FileText],
     model: &ModelIdentity,
 ) -> Result<SegmentMeta, FormatError> {
-    start_segment(dir, repo, rows, model)?.finish(rows)
+    start_segment(dir, repo, rows, files, model)?.finish(rows)
 }
 
 /// Checks every file segment.json lists against its size and sha256, and that no file is
@@ -216,6 +227,8 @@ pub struct Segment {
     pub rows: Vec<Row>,
     pub text: TextIndex,
     pub vectors: VectorIndex,
+    /// Full texts of indexed files (empty when the segment has no files.parquet).
+    pub files: Vec<FileText>,
     pub dir: PathBuf,
 }
 
@@ -236,6 +249,7 @@ impl Segment {
         }
         let text = TextIndex::open(&dir.join(TEXT_DIR))?;
         let vectors = VectorIndex::open(&dir.join(VECTORS_USEARCH), meta.model.dim, meta.rows)?;
-        Ok(Segment { meta, rows, text, vectors, dir: dir.to_path_buf() })
+        let files = read_files(&dir.join(FILES_PARQUET))?;
+        Ok(Segment { meta, rows, text, vectors, files, dir: dir.to_path_buf() })
     }
 }

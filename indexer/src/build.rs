@@ -162,8 +162,9 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         let t = Instant::now();
         let crawl = mp.add(ProgressBar::new_spinner());
         crawl.set_message(format!("crawling {repo}"));
-        let mut rows = read_repo(dir, repo, |m| crawl.set_message(format!("crawling {repo}: {m}")))
+        let content = read_repo(dir, repo, |m| crawl.set_message(format!("crawling {repo}: {m}")))
             .with_context(|| format!("reading {}", dir.display()))?;
+        let (mut rows, mut files) = (content.rows, content.files);
         crawl.finish_and_clear();
         report.crawl_seconds += t.elapsed().as_secs_f64();
 
@@ -180,7 +181,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
 
         let t = Instant::now();
         let seg_dir = work.path().join(repo.replace('/', "__"));
-        let draft = start_segment(&seg_dir, repo, &mut rows, &model)?;
+        let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &model)?;
         let entry = if store.has_segment(draft.id()).await? {
             report.segments_unchanged += 1;
             store.stored_segment_entry(draft.id()).await?.1

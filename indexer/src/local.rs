@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use hubdex_formats::{Row, RowType};
+use hubdex_formats::{FileText, Row, RowType};
 
 use crate::git::{self, Commit, GitError};
 use crate::markdown::chunk_markdown;
@@ -17,14 +17,22 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: usize = 1 << 20;
 
+/// What a repository yields: its rows, and the full texts of the files they were cut from.
+#[derive(Debug, Default)]
+pub(crate) struct RepoContent {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) files: Vec<FileText>,
+}
+
 /// Reads every row of the repository at `dir`, indexed under the name `repo`.
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
     mut progress: impl FnMut(&str),
-) -> Result<Vec<Row>, GitError> {
+) -> Result<RepoContent, GitError> {
     let web = git::web_url(repo);
     let mut rows = Vec::new();
+    let mut files = Vec::new();
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     git::for_each_commit(dir, |c| {
@@ -55,10 +63,16 @@ pub(crate) fn read_repo(
             let text = String::from_utf8_lossy(bytes);
             let updated = last_change.get(path).copied().or(head_time);
             rows.extend(doc_rows(repo, web.as_deref(), path, &head, &text, updated));
+            files.push(FileText {
+                path: path.clone(),
+                commit_sha: head.clone(),
+                language: Some("markdown".into()),
+                content: text.into_owned(),
+            });
         }
     }
     progress(&format!("{commits} commits, {} doc chunks", rows.len() - commits));
-    Ok(rows)
+    Ok(RepoContent { rows, files })
 }
 
 fn is_markdown(path: &str) -> bool {

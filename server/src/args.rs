@@ -8,9 +8,12 @@ pub enum ToolError {
     /// An argument is missing, of the wrong type, or out of range.
     #[error("argument `{argument}`: {message}")]
     Argument { argument: String, message: String },
-    /// The call is well formed but cannot be served (unknown snapshot, store trouble).
+    /// The call is well formed but cannot be served (store trouble, a failed task).
     #[error("{0}")]
     Unavailable(String),
+    /// No tool has this name.
+    #[error("unknown tool {0:?}; tools: search, scan, fetch, read_span, index_stats")]
+    UnknownTool(String),
 }
 
 impl ToolError {

@@ -5,17 +5,24 @@
 //! structs ([`SearchAnswer`]).
 
 mod args;
+mod fetch;
+mod filter;
 mod http;
 mod mcp;
+mod metrics;
+mod scan;
 mod search;
 mod snapshot;
 mod state;
 mod tools;
 
 pub use args::{Args, ToolError};
+pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
+pub use filter::Filters;
 pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
-pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, search, snippet};
+pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
+pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, Sort, search, snippet};
 pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot};
 pub use state::AppState;
-pub use tools::{ToolSpec, call_tool, tool_specs};
+pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};

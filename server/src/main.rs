@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{Device, Embedder, Store};
 use hubdex_server::{
-    AppState, HttpOptions, HubdexMcp, call_tool, default_cache, open_snapshot, serve_http,
+    AppState, HttpOptions, HubdexMcp, call_tool_via, default_cache, open_snapshot, serve_http,
 };
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
@@ -61,9 +61,12 @@ enum Command {
     Serve {
         #[arg(long, conflicts_with = "http")]
         stdio: bool,
-        /// Address to serve HTTP on, e.g. 127.0.0.1:8080.
-        #[arg(long)]
+        /// Serve MCP over HTTP at ADDR (default 127.0.0.1:8080; bind 0.0.0.0 only behind a proxy).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
         http: Option<SocketAddr>,
+        /// File holding the bearer token HTTP clients must send (or set $HUBDEX_TOKEN).
+        #[arg(long = "token-file")]
+        token_file: Option<PathBuf>,
         /// Host header values to accept besides loopback (needed when serving a public name).
         #[arg(long = "allowed-host")]
         allowed_hosts: Vec<String>,
@@ -159,7 +162,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(s) = snapshot {
                 args.insert("snapshot".into(), json!(s));
             }
-            let answer = call_tool(&state, "search", &args).await?;
+            let answer = call_tool_via(&state, "cli", "search", &args).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
@@ -167,16 +170,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve { stdio, http, allowed_hosts, allowed_origins } => {
+        Command::Serve { stdio, http, allowed_hosts, allowed_origins, token_file } => {
             let state = load_state(&cli, store).await?;
             if *stdio {
                 let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
                 service.waiting().await?;
                 Ok(())
             } else if let Some(addr) = http {
+                let token = match token_file {
+                    Some(p) => Some(
+                        std::fs::read_to_string(p)
+                            .with_context(|| format!("reading --token-file {}", p.display()))?
+                            .trim()
+                            .to_string(),
+                    ),
+                    None => std::env::var("HUBDEX_TOKEN").ok().map(|t| t.trim().to_string()),
+                };
+                if token.as_deref() == Some("") {
+                    anyhow::bail!(
+                        "the bearer token is empty: put a secret in --token-file or $HUBDEX_TOKEN"
+                    );
+                }
                 let opts = HttpOptions {
                     allowed_hosts: allowed_hosts.clone(),
                     allowed_origins: allowed_origins.clone(),
+                    token,
                 };
                 serve_http(state, *addr, &opts).await
             } else {

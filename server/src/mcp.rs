@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::state::AppState;
-use crate::tools::{call_tool, tool_specs};
+use crate::tools::{call_tool_via, tool_specs};
 
 /// The MCP server: one per connection or request, all sharing the state.
 #[derive(Clone)]
@@ -71,15 +71,18 @@ impl ServerHandler for HubdexMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        let started = std::time::Instant::now();
-        let result = match call_tool(&self.state, &request.name, &args).await {
-            Ok(value) => CallToolResult::structured(value),
+        let result = match call_tool_via(&self.state, "mcp", &request.name, &args).await {
+            Ok(value) => {
+                let text = crate::tools::render_text(&request.name, &value);
+                let mut r = CallToolResult::structured(value);
+                r.content = vec![ContentBlock::text(text)];
+                r
+            }
             Err(e) => {
                 tracing::info!(tool = %request.name, error = %e, "tool error");
                 CallToolResult::error(vec![ContentBlock::text(e.to_string())])
             }
         };
-        tracing::debug!(tool = %request.name, ms = started.elapsed().as_millis() as u64, "tool call");
         Ok(result.into())
     }
 }

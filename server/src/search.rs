@@ -1,14 +1,15 @@
 //! Hybrid search over an open snapshot: BM25 and dense candidates per segment, fused by
 //! reciprocal rank fusion, folded by entity.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use hubdex_formats::{Embedder, Row, RowType};
+use hubdex_formats::{Embedder, Row};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
+use crate::filter::{FILTER_ARGS, Filters};
 use crate::snapshot::OpenSnapshot;
 
 /// The RRF constant: a document at rank r contributes 1 / (K + r).
@@ -39,51 +40,51 @@ impl Fusion {
     }
 }
 
+/// How results are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    Relevance,
+    UpdatedDesc,
+    CreatedDesc,
+}
+
+impl Sort {
+    /// The names `sort` accepts.
+    pub const NAMES: [&'static str; 3] = ["relevance", "updated_desc", "created_desc"];
+
+    fn parse(s: &str) -> Sort {
+        match s {
+            "updated_desc" => Sort::UpdatedDesc,
+            "created_desc" => Sort::CreatedDesc,
+            _ => Sort::Relevance,
+        }
+    }
+}
+
 /// A checked search request.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
     pub query: String,
     pub top_k: usize,
     pub fusion: Fusion,
-    pub types: Vec<RowType>,
-    pub repo: Option<String>,
+    pub sort: Sort,
+    pub filters: Filters,
     pub rerank: bool,
     pub snapshot: Option<String>,
 }
 
-/// Argument names of the search tool.
-pub(crate) const SEARCH_ARGS: &[&str] =
-    &["query", "top_k", "fusion", "type", "repo", "rerank", "snapshot"];
-
 impl SearchRequest {
     /// Reads and checks the search tool's arguments.
     pub fn from_args(map: &Map<String, Value>) -> Result<Self, ToolError> {
-        let a = Args::new(map, SEARCH_ARGS)?;
-        let query = a.required_text("query", MAX_QUERY_CHARS)?;
-        let top_k = a.int_in("top_k", 1, 50, 10)? as usize;
-        let fusion = Fusion::parse(&a.one_of("fusion", &Fusion::NAMES, "rrf")?);
-        let types = a
-            .string_list("type")?
-            .iter()
-            .map(|t| {
-                t.parse::<RowType>().map_err(|_| {
-                    ToolError::arg(
-                        "type",
-                        format!("unknown type {t:?}; allowed: {}", RowType::allowed()),
-                    )
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let repo = a.string("repo")?;
-        if repo.as_ref().is_some_and(|r| r.trim().is_empty()) {
-            return Err(ToolError::arg("repo", "must be owner/name, got an empty string"));
-        }
+        let mut allowed = vec!["query", "top_k", "fusion", "sort", "rerank", "snapshot"];
+        allowed.extend_from_slice(FILTER_ARGS);
+        let a = Args::new(map, &allowed)?;
         Ok(SearchRequest {
-            query,
-            top_k,
-            fusion,
-            types,
-            repo,
+            query: a.required_text("query", MAX_QUERY_CHARS)?,
+            top_k: a.int_in("top_k", 1, 50, 10)? as usize,
+            fusion: Fusion::parse(&a.one_of("fusion", &Fusion::NAMES, "rrf")?),
+            sort: Sort::parse(&a.one_of("sort", &Sort::NAMES, "relevance")?),
+            filters: Filters::from_args(&a)?,
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
         })
@@ -124,6 +125,9 @@ pub struct SearchResult {
     pub line_end: Option<i64>,
     pub commit_sha: Option<String>,
     pub updated_at: Option<String>,
+    /// For `sort: created_desc`; not part of the answer.
+    #[serde(skip)]
+    pub created_at: Option<String>,
     pub snippet: String,
     pub score: f64,
     pub sparse_score: Option<f32>,
@@ -150,30 +154,7 @@ struct Candidate {
     fused: f64,
 }
 
-/// Filters that match nothing in the snapshot, so "no results" can be told apart from a
-/// misspelt filter.
-fn unmatched_filters(snap: &OpenSnapshot, req: &SearchRequest) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(repo) = &req.repo
-        && !snap.segments.iter().any(|s| &s.meta.repo == repo)
-    {
-        out.push("repo".to_string());
-    }
-    if !req.types.is_empty() {
-        let present = req.types.iter().any(|t| {
-            snap.segments
-                .iter()
-                .filter(|s| req.repo.as_ref().is_none_or(|r| &s.meta.repo == r))
-                .any(|s| s.meta.rows_per_type.get(t.as_str()).is_some_and(|n| *n > 0))
-        });
-        if !present {
-            out.push("type".to_string());
-        }
-    }
-    out
-}
-
-fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
+pub(crate) fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
@@ -183,9 +164,12 @@ pub fn search(
     embedder: &Embedder,
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
-    let filters_unmatched = unmatched_filters(snap, req);
+    let filters_unmatched = req.filters.unmatched(snap);
     let pool = (req.top_k * 5).max(50);
-    let type_set: HashSet<RowType> = req.types.iter().copied().collect();
+    let allowed = req
+        .filters
+        .allowed(snap)
+        .map(|per_seg| per_seg.into_iter().map(Arc::new).collect::<Vec<_>>());
     let fail =
         |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
 
@@ -201,15 +185,15 @@ pub fn search(
     let mut sparse: Vec<(usize, u64, f32)> = Vec::new();
     let mut dense: Vec<(usize, u64, f32)> = Vec::new();
     for (si, seg) in snap.segments.iter().enumerate() {
-        if req.repo.as_ref().is_some_and(|r| r != &seg.meta.repo) {
-            continue;
-        }
-        let allow: Option<Arc<dyn Fn(u64) -> bool + Send + Sync>> = if type_set.is_empty() {
-            None
-        } else {
-            let kinds: Arc<Vec<RowType>> = Arc::new(seg.rows.iter().map(Row::kind).collect());
-            let set = type_set.clone();
-            Some(Arc::new(move |ord: u64| kinds.get(ord as usize).is_some_and(|k| set.contains(k))))
+        let allow: Option<Arc<dyn Fn(u64) -> bool + Send + Sync>> = match &allowed {
+            None => None,
+            Some(per_seg) => {
+                let ok = per_seg[si].clone();
+                if !ok.iter().any(|b| *b) {
+                    continue;
+                }
+                Some(Arc::new(move |ord: u64| ok.get(ord as usize).copied().unwrap_or(false)))
+            }
         };
         if req.fusion != Fusion::DenseOnly {
             for (ord, score) in seg.text.search(&req.query, pool, allow.clone()).map_err(fail)? {
@@ -268,7 +252,7 @@ pub fn search(
             });
             continue;
         }
-        if results.len() == req.top_k {
+        if req.sort == Sort::Relevance && results.len() == req.top_k {
             continue;
         }
         by_entity.insert((r.repo.as_str(), r.entity.as_str()), results.len());
@@ -285,6 +269,7 @@ pub fn search(
             line_end: r.line_end,
             commit_sha: r.commit_sha.clone(),
             updated_at: time(r.updated_at),
+            created_at: time(r.created_at),
             snippet: snippet(&r.body, &terms, SNIPPET_CHARS),
             score: c.fused,
             sparse_score: c.sparse.map(|s| s.0),
@@ -293,6 +278,15 @@ pub fn search(
             dense_rank: c.dense.map(|s| s.1),
             same_entity: None,
         });
+    }
+    if req.sort != Sort::Relevance {
+        // Most recent among the relevant: every candidate entity, newest first.
+        let key = |r: &SearchResult| match req.sort {
+            Sort::CreatedDesc => r.created_at.clone(),
+            _ => r.updated_at.clone(),
+        };
+        results.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| b.score.total_cmp(&a.score)));
+        results.truncate(req.top_k);
     }
     Ok(SearchAnswer {
         snapshot: snap.id().to_string(),

@@ -1,19 +1,38 @@
 //! Opening snapshots: fetch the segments a manifest names into the local cache (verified as
 //! they enter it), then open them read-only.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hubdex_formats::{Manifest, Segment, Store, StoreError};
+use hubdex_formats::{Manifest, Row, Segment, Store, StoreError};
 
 /// An open snapshot: its manifest and every segment, ready to search.
 #[derive(Debug)]
 pub struct OpenSnapshot {
     pub manifest: Manifest,
     pub segments: Vec<Segment>,
+    /// Row id → (segment, ordinal).
+    by_id: HashMap<String, (usize, usize)>,
 }
 
 impl OpenSnapshot {
+    /// Indexes the rows of `segments` by id.
+    pub fn new(manifest: Manifest, segments: Vec<Segment>) -> Self {
+        let mut by_id = HashMap::new();
+        for (si, seg) in segments.iter().enumerate() {
+            for (ord, row) in seg.rows.iter().enumerate() {
+                by_id.insert(row.id.clone(), (si, ord));
+            }
+        }
+        OpenSnapshot { manifest, segments, by_id }
+    }
+
+    /// The row with this id.
+    pub fn row(&self, id: &str) -> Option<&Row> {
+        self.by_id.get(id).map(|&(s, o)| &self.segments[s].rows[o])
+    }
+
     /// The snapshot id.
     pub fn id(&self) -> &str {
         &self.manifest.snapshot
@@ -63,5 +82,5 @@ pub async fn open_snapshot(
             .map_err(|source| OpenError::Segment { segment: seg.id.clone(), source })?;
         segments.push(opened);
     }
-    Ok(Arc::new(OpenSnapshot { manifest, segments }))
+    Ok(Arc::new(OpenSnapshot::new(manifest, segments)))
 }

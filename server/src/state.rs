@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use hubdex_formats::{Embedder, Store};
 
 use crate::args::ToolError;
+use crate::metrics::Metrics;
 use crate::snapshot::{OpenSnapshot, open_snapshot};
 
 /// Pinned snapshots kept open besides the current one.
@@ -19,6 +20,7 @@ pub struct AppState {
     pub cache: PathBuf,
     pub current: ArcSwap<OpenSnapshot>,
     pub embedder: Arc<Embedder>,
+    pub metrics: Metrics,
     pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
 }
 
@@ -39,11 +41,14 @@ impl AppState {
         current: Arc<OpenSnapshot>,
         embedder: Arc<Embedder>,
     ) -> Self {
+        let metrics = Metrics::default();
+        metrics.serving(current.id(), current.manifest.created_at);
         AppState {
             store,
             cache,
             current: ArcSwap::new(current),
             embedder,
+            metrics,
             pinned: Mutex::new(Vec::new()),
         }
     }

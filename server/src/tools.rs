@@ -1,15 +1,20 @@
-//! The tools, independent of transport: their schemas and how a call is answered. MCP, REST
-//! and the `query` command all come through here, so they return the same object.
+//! The tools, independent of transport: their schemas, how a call is answered, and the text
+//! rendering of each answer. MCP, REST and the `query` command all come through here, so they
+//! return the same object.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use crate::args::{Args, ToolError};
-use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, search};
+use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
+use crate::filter::STATES;
+use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
+use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
+use crate::snapshot::OpenSnapshot;
 use crate::state::AppState;
 
-/// A tool as listed: name, description, input schema.
+/// A tool as listed: name, title, description, input schema.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub name: &'static str,
@@ -18,55 +23,158 @@ pub struct ToolSpec {
     pub input_schema: Value,
 }
 
+const SCHEMA: &str = "https://json-schema.org/draft/2020-12/schema";
+
+fn snapshot_prop() -> Value {
+    json!({"type": "string", "pattern": "^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$",
+        "description": "Answer from exactly this snapshot id (as named in an earlier answer) for a reproducible result. Default: the newest."})
+}
+
+/// The filter properties `search` and `scan` share.
+fn filter_props() -> Map<String, Value> {
+    let types: Vec<&str> = hubdex_formats::RowType::ALL.iter().map(|t| t.as_str()).collect();
+    let props = json!({
+        "repo": {"type": "string", "description": "Only this repository, exactly owner/name (index_stats lists them)."},
+        "type": {"anyOf": [
+            {"type": "string", "enum": types},
+            {"type": "array", "items": {"type": "string", "enum": types}, "minItems": 1}],
+            "description": "Only rows of this type, or of any of these types."},
+        "state": {"type": "string", "enum": STATES, "description": "Issue/PR state; rows without a state (commits, docs) never match open/closed/merged."},
+        "labels": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            "description": "Rows carrying every one of these labels (case-insensitive)."},
+        "milestone": {"type": "string", "description": "Rows in this milestone."},
+        "assignee": {"type": "string", "description": "Rows assigned to this login."},
+        "author": {"type": "string", "description": "Rows by this login; for commits also the author's name or email."},
+        "path_prefix": {"type": "string", "description": "Rows whose path, or a file the commit changed, starts with this (e.g. src/server/)."},
+        "files_glob": {"type": "string", "description": "Rows whose path, or a file the commit changed, matches this glob (e.g. **/*.rs)."},
+        "since": {"type": "string", "description": "Only rows updated at or after this ISO 8601 date or date-time (2024-05-01 or 2024-05-01T12:00:00Z)."},
+        "until": {"type": "string", "description": "Only rows updated before this ISO 8601 date or date-time."}
+    });
+    match props {
+        Value::Object(m) => m,
+        _ => unreachable!("a literal object"),
+    }
+}
+
+fn object_schema(mut props: Map<String, Value>, required: &[&str]) -> Value {
+    props.insert("snapshot".into(), snapshot_prop());
+    json!({"$schema": SCHEMA, "type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
 /// Every tool the server offers.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    let types: Vec<&str> = hubdex_formats::RowType::ALL.iter().map(|t| t.as_str()).collect();
+    let mut search_props = filter_props();
+    search_props.extend(
+        json!({
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                "description": "What to look for: words, a question, code identifiers, an error message."},
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
+                "description": "How many distinct entities (threads, files, commits) to return."},
+            "fusion": {"type": "string", "enum": Fusion::NAMES, "default": "rrf",
+                "description": "rrf combines keyword (BM25) and semantic ranking and is the best default; sparse_only for exact identifiers or error strings; dense_only for meaning when words differ."},
+            "sort": {"type": "string", "enum": Sort::NAMES, "default": "relevance",
+                "description": "relevance, or the most recently updated / created among the relevant."},
+            "rerank": {"type": "boolean", "default": false,
+                "description": "Rerank the top candidates with a cross-encoder when the server has one; the answer's rerank_applied says whether it was."}
+        })
+        .as_object()
+        .expect("object")
+        .clone(),
+    );
+    let mut scan_props = filter_props();
+    scan_props.extend(
+        json!({
+            "order": {"type": "string", "enum": ["updated_desc", "created_desc"], "default": "updated_desc",
+                "description": "Newest first by update time or by creation time; since/until apply to the same time."},
+            "since": {"type": "string", "description": format!("Window start (inclusive), ISO 8601. Default: {DEFAULT_WINDOW_DAYS} days before until.")},
+            "until": {"type": "string", "description": "Window end (exclusive), ISO 8601. Default: now."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 50, "description": "Rows per page."},
+            "cursor": {"type": "string", "description": "The cursor of the previous answer, to get the next page (same snapshot)."}
+        })
+        .as_object()
+        .expect("object")
+        .clone(),
+    );
     vec![
         ToolSpec {
             name: "search",
             title: "Search GitHub memory",
-            description: "Hybrid search (BM25 + embeddings, fused by reciprocal rank) over the indexed GitHub \
-                repositories: issues, pull requests, comments, reviews, releases, docs, commits and code. \
-                Results are distinct entities (a thread, a file, a commit); other matching rows of the same \
-                entity are folded into `same_entity`. Use `fetch` for a result's full stored text.",
-            input_schema: json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                        "description": "What to look for, in words or code identifiers. Natural-language questions work; exact identifiers and error messages match best in rrf or sparse_only."},
-                    "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
-                        "description": "How many distinct entities to return."},
-                    "fusion": {"type": "string", "enum": Fusion::NAMES, "default": "rrf",
-                        "description": "rrf combines keyword and semantic ranking (best default); dense_only ranks by meaning; sparse_only by keywords (BM25)."},
-                    "type": {"oneOf": [
-                        {"type": "string", "enum": types},
-                        {"type": "array", "items": {"type": "string", "enum": types}}],
-                        "description": "Only rows of this type (or any of these types)."},
-                    "repo": {"type": "string", "description": "Only this repository, exactly owner/name."},
-                    "rerank": {"type": "boolean", "default": false,
-                        "description": "Rerank the top candidates with a cross-encoder when the server has one; the answer says whether it was applied."},
-                    "snapshot": {"type": "string", "description": "Answer from exactly this snapshot id (pinned, reproducible). Default: the newest."}
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
+            description: "Hybrid search (BM25 + embeddings, fused by reciprocal rank) over the indexed repositories: \
+                issues, pull requests, comments, reviews, releases, docs, commits and code. Results are distinct \
+                entities; other matching rows of the same entity fold into `same_entity`. Snippets are short: use \
+                `fetch` for a result's stored text and `read_span` for exact file lines.",
+            input_schema: object_schema(search_props, &["query"]),
+        },
+        ToolSpec {
+            name: "scan",
+            title: "Scan recent activity",
+            description: "Time-ordered rows (newest first) in a [since, until) window, default the last 7 days, with \
+                the same filters as search. Use it for 'what changed recently'. `truncated: true` means more rows \
+                exist: pass `cursor` back for the next page.",
+            input_schema: object_schema(scan_props, &[]),
+        },
+        ToolSpec {
+            name: "fetch",
+            title: "Fetch rows by id",
+            description: "The stored text of up to 50 rows by id (ids come from search and scan). Unknown ids are listed \
+                in `not_found`; the rest are returned. The text is the index copy (`content_source: index`), cut at \
+                8000 chars (`content_truncated`).",
+            input_schema: object_schema(
+                json!({"ids": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_IDS}],
+                    "description": "One row id or a list of 1 to 50."}})
+                .as_object()
+                .expect("object")
+                .clone(),
+                &["ids"],
+            ),
+        },
+        ToolSpec {
+            name: "read_span",
+            title: "Read file lines",
+            description: "Exact lines of an indexed file at the commit it was indexed at, with a citation \
+                `path:start-end@sha`. Only files the snapshot holds can be read.",
+            input_schema: object_schema(
+                json!({
+                    "repo": {"type": "string", "description": "owner/name"},
+                    "path": {"type": "string", "description": "Path inside the repository, as results give it."},
+                    "start_line": {"type": "integer", "minimum": 1, "default": 1, "description": "First line, 1-based."},
+                    "end_line": {"type": "integer", "minimum": 1,
+                        "description": format!("Last line, inclusive; at most {MAX_SPAN_LINES} lines after start_line. Default: start_line + {}.", MAX_SPAN_LINES - 1)}
+                })
+                .as_object()
+                .expect("object")
+                .clone(),
+                &["repo", "path"],
+            ),
         },
         ToolSpec {
             name: "index_stats",
             title: "Index statistics",
-            description: "What the index holds: snapshot id and creation time, the embedding model, and rows per \
-                repository and type. Call it first to learn which repositories and types exist.",
-            input_schema: json!({
-                "$schema": "https://json-schema.org/draft/2020-12/schema",
-                "type": "object",
-                "properties": {
-                    "snapshot": {"type": "string", "description": "A snapshot id; default: the newest."}
-                },
-                "additionalProperties": false
-            }),
+            description: "What the index holds: snapshot id and time, the embedding model, rows per repository and \
+                type, and the oldest and newest update per repository. Call it first to learn what exists.",
+            input_schema: object_schema(Map::new(), &[]),
         },
     ]
+}
+
+/// Answers one tool call with its structured result, counting it in the metrics under
+/// `transport` (mcp, rest, cli).
+pub async fn call_tool_via(
+    state: &Arc<AppState>,
+    transport: &str,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<Value, ToolError> {
+    let started = std::time::Instant::now();
+    let result = call_tool(state, name, args).await;
+    let kind = result.as_ref().err().map(|e| match e {
+        ToolError::Argument { .. } => "argument",
+        ToolError::UnknownTool(_) => "unknown_tool",
+        ToolError::Unavailable(_) => "unavailable",
+    });
+    let tool = if matches!(result, Err(ToolError::UnknownTool(_))) { "unknown" } else { name };
+    state.metrics.tool(tool, transport, started.elapsed().as_secs_f64(), kind);
+    result
 }
 
 /// Answers one tool call with its structured result.
@@ -75,6 +183,9 @@ pub async fn call_tool(
     name: &str,
     args: &Map<String, Value>,
 ) -> Result<Value, ToolError> {
+    let to_value = |v: Result<Value, serde_json::Error>| {
+        v.map_err(|e| ToolError::Unavailable(format!("encoding the answer: {e}")))
+    };
     match name {
         "search" => {
             let req = SearchRequest::from_args(args)?;
@@ -83,21 +194,33 @@ pub async fn call_tool(
             let answer = tokio::task::spawn_blocking(move || search(&snap, &embedder, &req))
                 .await
                 .map_err(|e| ToolError::Unavailable(format!("search task failed: {e}")))??;
-            Ok(serde_json::to_value(answer).expect("answers serialize"))
+            to_value(serde_json::to_value(answer))
+        }
+        "scan" => {
+            let req = ScanRequest::from_args(args)?;
+            let snap = state.snapshot(req.snapshot.as_deref()).await?;
+            to_value(serde_json::to_value(scan(&snap, &req)))
+        }
+        "fetch" => {
+            let (ids, snapshot) = fetch_ids(args)?;
+            let snap = state.snapshot(snapshot.as_deref()).await?;
+            to_value(serde_json::to_value(fetch(&snap, &ids)))
+        }
+        "read_span" => {
+            let req = SpanRequest::from_args(args)?;
+            let snap = state.snapshot(req.snapshot.as_deref()).await?;
+            to_value(serde_json::to_value(read_span(&snap, &req)?))
         }
         "index_stats" => {
             let a = Args::new(args, &["snapshot"])?;
             let snap = state.snapshot(a.string("snapshot")?.as_deref()).await?;
             Ok(index_stats(&snap))
         }
-        other => Err(ToolError::Unavailable(format!(
-            "unknown tool {other:?}; tools: {}",
-            tool_specs().iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
-        ))),
+        other => Err(ToolError::UnknownTool(other.to_string())),
     }
 }
 
-fn index_stats(snap: &crate::snapshot::OpenSnapshot) -> Value {
+fn index_stats(snap: &OpenSnapshot) -> Value {
     let m = &snap.manifest;
     let repos: Vec<Value> = snap
         .segments
@@ -110,6 +233,7 @@ fn index_stats(snap: &crate::snapshot::OpenSnapshot) -> Value {
                 "rows_per_type": s.meta.rows_per_type,
                 "oldest_updated_at": s.meta.oldest_updated_at,
                 "newest_updated_at": s.meta.newest_updated_at,
+                "files": s.files.len(),
             })
         })
         .collect();
@@ -122,4 +246,78 @@ fn index_stats(snap: &crate::snapshot::OpenSnapshot) -> Value {
         "repos": repos,
         "build": m.build,
     })
+}
+
+/// A short plain-text rendering of an answer, for clients that show text.
+pub fn render_text(tool: &str, v: &Value) -> String {
+    let mut out = String::new();
+    let snap = v["snapshot"].as_str().unwrap_or("?");
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    match tool {
+        "search" | "scan" => {
+            out.push_str(&format!("{} results from snapshot {snap}", v["count"]));
+            if v["truncated"] == json!(true) {
+                out.push_str(" (more: pass the cursor)");
+            }
+            if let Some(f) = v["filters_unmatched"].as_array().filter(|f| !f.is_empty()) {
+                out.push_str(&format!(
+                    "; filters matching nothing: {}",
+                    f.iter().map(s).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            out.push('\n');
+            for (i, r) in v["results"].as_array().into_iter().flatten().enumerate() {
+                let place = r["url"].as_str().or(r["path"].as_str()).unwrap_or("");
+                out.push_str(&format!(
+                    "{}. [{}] {} ({}) id={}",
+                    i + 1,
+                    s(&r["type"]),
+                    s(&r["title"]),
+                    s(&r["repo"]),
+                    s(&r["id"])
+                ));
+                if !place.is_empty() {
+                    out.push_str(&format!(" {place}"));
+                }
+                if let Some(t) = r["updated_at"].as_str() {
+                    out.push_str(&format!(" updated {t}"));
+                }
+                out.push('\n');
+                let snippet: String =
+                    s(&r["snippet"]).split_whitespace().collect::<Vec<_>>().join(" ");
+                out.push_str(&format!("   {}\n", snippet));
+            }
+        }
+        "fetch" => {
+            out.push_str(&format!("{} rows from snapshot {snap} (index copy)\n", v["count"]));
+            for r in v["results"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "--- {} [{}] {}\n{}\n",
+                    s(&r["id"]),
+                    s(&r["type"]),
+                    s(&r["title"]),
+                    s(&r["content"])
+                ));
+                if r["content_truncated"] == json!(true) {
+                    out.push_str(&format!("[cut at 8000 of {} chars]\n", r["content_chars"]));
+                }
+            }
+            if let Some(nf) = v["not_found"].as_array().filter(|n| !n.is_empty()) {
+                out.push_str(&format!(
+                    "not found: {}\n",
+                    nf.iter().map(s).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        "read_span" => {
+            out.push_str(&format!(
+                "{} (snapshot {snap}, {} lines in file)\n{}",
+                s(&v["citation"]),
+                v["total_lines"],
+                s(&v["text"])
+            ));
+        }
+        _ => out.push_str(&serde_json::to_string_pretty(v).unwrap_or_default()),
+    }
+    out
 }

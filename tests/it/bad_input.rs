@@ -64,7 +64,8 @@ fn search_arguments_are_checked_one_by_one() {
     assert!(err.to_string().starts_with(unknown), "{err}");
     check(
         json!({"query": "x", "colour": "red"}),
-        "argument `colour`: unknown argument; allowed: query, top_k, fusion, type, repo, rerank, snapshot",
+        "argument `colour`: unknown argument; allowed: query, top_k, fusion, sort, rerank, snapshot, repo, type, \
+         state, labels, milestone, assignee, author, path_prefix, files_glob, since, until",
     );
 }
 

@@ -1,0 +1,224 @@
+//! `fetch`: the stored text of rows by id, and `read_span`: exact lines of an indexed file.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::args::{Args, ToolError};
+use crate::search::time;
+use crate::snapshot::OpenSnapshot;
+
+/// Ids one fetch takes at most.
+pub(crate) const MAX_IDS: usize = 50;
+
+/// Lines one read_span returns at most.
+pub(crate) const MAX_SPAN_LINES: i64 = 400;
+
+/// One fetched row.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchItem {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub row_type: String,
+    pub repo: String,
+    pub entity: String,
+    pub number: Option<i64>,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub state: Option<String>,
+    pub labels: Vec<String>,
+    pub author: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub path: Option<String>,
+    pub heading_path: Option<Vec<String>>,
+    pub line_start: Option<i64>,
+    pub line_end: Option<i64>,
+    pub commit_sha: Option<String>,
+    pub files_changed: Vec<String>,
+    pub refs: Vec<String>,
+    /// Always `"index"`: the copy stored in the snapshot, not the live source.
+    pub content_source: &'static str,
+    pub content: String,
+    /// Length of the original text in chars.
+    pub content_chars: i64,
+    /// Whether `content` was cut at the index's limit (8000 chars).
+    pub content_truncated: bool,
+}
+
+/// The answer of a fetch.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchAnswer {
+    pub snapshot: String,
+    pub count: usize,
+    pub results: Vec<FetchItem>,
+    pub not_found: Vec<String>,
+}
+
+/// Reads `ids` (a string or a list of 1 to 50 strings).
+pub(crate) fn fetch_ids(
+    map: &Map<String, Value>,
+) -> Result<(Vec<String>, Option<String>), ToolError> {
+    let a = Args::new(map, &["ids", "snapshot"])?;
+    let ids = a.string_list("ids")?;
+    if ids.is_empty() {
+        return Err(ToolError::arg(
+            "ids",
+            format!("is required: 1 to {MAX_IDS} row ids from search or scan results"),
+        ));
+    }
+    if ids.len() > MAX_IDS {
+        return Err(ToolError::arg(
+            "ids",
+            format!("takes at most {MAX_IDS} ids, got {}", ids.len()),
+        ));
+    }
+    Ok((ids, a.string("snapshot")?))
+}
+
+/// Fetches rows by id; unknown ids are listed in `not_found`, the rest returned in order.
+pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> FetchAnswer {
+    let mut results = Vec::new();
+    let mut not_found = Vec::new();
+    for id in ids {
+        let Some(r) = snap.row(id) else {
+            not_found.push(id.clone());
+            continue;
+        };
+        results.push(FetchItem {
+            id: r.id.clone(),
+            row_type: r.kind().to_string(),
+            repo: r.repo.clone(),
+            entity: r.entity.clone(),
+            number: r.number,
+            title: r.title.clone(),
+            url: r.url.clone(),
+            state: r.state.clone(),
+            labels: r.labels.clone(),
+            author: r.author.clone(),
+            created_at: time(r.created_at),
+            updated_at: time(r.updated_at),
+            path: r.path.clone(),
+            heading_path: (!r.heading_path.is_empty()).then(|| r.heading_path.clone()),
+            line_start: r.line_start,
+            line_end: r.line_end,
+            commit_sha: r.commit_sha.clone(),
+            files_changed: r.files_changed.clone(),
+            refs: r.refs.clone(),
+            content_source: "index",
+            content: r.body.clone(),
+            content_chars: r.body_chars,
+            content_truncated: r.truncated,
+        });
+    }
+    FetchAnswer { snapshot: snap.id().to_string(), count: results.len(), results, not_found }
+}
+
+/// The answer of read_span.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpanAnswer {
+    pub snapshot: String,
+    pub repo: String,
+    pub path: String,
+    pub commit_sha: String,
+    pub start_line: i64,
+    pub end_line: i64,
+    pub total_lines: i64,
+    /// `path:start-end@sha`, to cite.
+    pub citation: String,
+    pub text: String,
+}
+
+/// A checked read_span request.
+#[derive(Debug, Clone)]
+pub struct SpanRequest {
+    pub repo: String,
+    pub path: String,
+    pub start_line: i64,
+    pub end_line: i64,
+    pub snapshot: Option<String>,
+}
+
+impl SpanRequest {
+    /// Reads and checks read_span's arguments.
+    pub fn from_args(map: &Map<String, Value>) -> Result<Self, ToolError> {
+        let a = Args::new(map, &["repo", "path", "start_line", "end_line", "snapshot"])?;
+        let repo = a.required_text("repo", 200)?;
+        let path = a.required_text("path", 1000)?;
+        if path.starts_with('/')
+            || path.contains('\\')
+            || path.split('/').any(|c| c == ".." || c == "." || c.is_empty())
+        {
+            return Err(ToolError::arg(
+                "path",
+                format!(
+                    "must be a relative path inside the repository, without . or .. parts, got {path:?}"
+                ),
+            ));
+        }
+        let start_line = a.int_in("start_line", 1, i64::from(u32::MAX), 1)?;
+        let end_line =
+            a.int_in("end_line", 1, i64::from(u32::MAX), start_line + MAX_SPAN_LINES - 1)?;
+        if end_line < start_line {
+            return Err(ToolError::arg(
+                "end_line",
+                format!("must be at least start_line ({start_line}), got {end_line}"),
+            ));
+        }
+        if end_line - start_line + 1 > MAX_SPAN_LINES {
+            return Err(ToolError::arg(
+                "end_line",
+                format!(
+                    "spans at most {MAX_SPAN_LINES} lines from start_line, got {}",
+                    end_line - start_line + 1
+                ),
+            ));
+        }
+        Ok(SpanRequest { repo, path, start_line, end_line, snapshot: a.string("snapshot")? })
+    }
+}
+
+/// Returns the exact lines of an indexed file, at the commit it was indexed at.
+pub fn read_span(snap: &OpenSnapshot, req: &SpanRequest) -> Result<SpanAnswer, ToolError> {
+    let Some(seg) = snap.segments.iter().find(|s| s.meta.repo == req.repo) else {
+        return Err(ToolError::arg(
+            "repo",
+            format!(
+                "{} is not in snapshot {}; index_stats lists its repositories",
+                req.repo,
+                snap.id()
+            ),
+        ));
+    };
+    let Some(file) = seg.files.iter().find(|f| f.path == req.path) else {
+        return Err(ToolError::arg(
+            "path",
+            format!(
+                "{} is not an indexed file of {} in snapshot {}",
+                req.path,
+                req.repo,
+                snap.id()
+            ),
+        ));
+    };
+    let lines: Vec<&str> = file.content.split_inclusive('\n').collect();
+    let total = lines.len() as i64;
+    if req.start_line > total {
+        return Err(ToolError::arg(
+            "start_line",
+            format!("{} has {total} lines, start_line is {}", req.path, req.start_line),
+        ));
+    }
+    let end = req.end_line.min(total);
+    let text: String = lines[(req.start_line - 1) as usize..end as usize].concat();
+    Ok(SpanAnswer {
+        snapshot: snap.id().to_string(),
+        repo: req.repo.clone(),
+        path: req.path.clone(),
+        commit_sha: file.commit_sha.clone(),
+        start_line: req.start_line,
+        end_line: end,
+        total_lines: total,
+        citation: format!("{}:{}-{}@{}", req.path, req.start_line, end, file.commit_sha),
+        text,
+    })
+}

@@ -1,0 +1,208 @@
+//! `scan`: time-ordered activity in a [since, until) window, filtered inside the index, with a
+//! cursor to continue.
+
+use base64::Engine as _;
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::args::{Args, ToolError};
+use crate::filter::{FILTER_ARGS, Filters, parse_time};
+use crate::search::time;
+use crate::snapshot::OpenSnapshot;
+
+/// Rows a scan returns at most per call.
+pub(crate) const MAX_LIMIT: i64 = 200;
+
+/// The default window: this long before `until`.
+pub(crate) const DEFAULT_WINDOW_DAYS: i64 = 7;
+
+/// A checked scan request.
+#[derive(Debug, Clone)]
+pub struct ScanRequest {
+    pub order: String,
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    pub limit: usize,
+    pub filters: Filters,
+    pub after: Option<Cursor>,
+    pub snapshot: Option<String>,
+}
+
+/// Where a scan stopped: the last row's time and id, in the snapshot it ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    #[serde(rename = "s")]
+    pub snapshot: String,
+    #[serde(rename = "t")]
+    pub time_micros: i64,
+    #[serde(rename = "i")]
+    pub id: String,
+}
+
+impl Cursor {
+    fn encode(&self) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(serde_json::to_vec(self).expect("cursor serializes"))
+    }
+
+    fn decode(s: &str) -> Result<Cursor, ToolError> {
+        let bad = || {
+            ToolError::arg(
+                "cursor",
+                "is not a cursor this server gave out; pass the `cursor` of a previous scan answer as is",
+            )
+        };
+        let bytes =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
+        serde_json::from_slice(&bytes).map_err(|_| bad())
+    }
+}
+
+/// One scanned row.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScanItem {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub row_type: String,
+    pub repo: String,
+    pub number: Option<i64>,
+    pub title: Option<String>,
+    pub url: Option<String>,
+    pub path: Option<String>,
+    pub commit_sha: Option<String>,
+    pub author: Option<String>,
+    pub state: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub snippet: String,
+}
+
+/// The answer of a scan.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScanAnswer {
+    pub snapshot: String,
+    pub order: String,
+    pub since: String,
+    pub until: String,
+    pub count: usize,
+    pub truncated: bool,
+    pub cursor: Option<String>,
+    pub filters_unmatched: Vec<String>,
+    pub results: Vec<ScanItem>,
+}
+
+impl ScanRequest {
+    /// Reads and checks the scan tool's arguments.
+    pub fn from_args(map: &Map<String, Value>) -> Result<Self, ToolError> {
+        let mut allowed = vec!["order", "limit", "cursor", "snapshot"];
+        allowed.extend_from_slice(FILTER_ARGS);
+        let a = Args::new(map, &allowed)?;
+        let mut filters = Filters::from_args(&a)?;
+        // The window belongs to the scan: it applies to the order's time field.
+        filters.since = None;
+        filters.until = None;
+        let until = a
+            .string("until")?
+            .map(|s| parse_time("until", &s))
+            .transpose()?
+            .unwrap_or_else(Utc::now);
+        let since = a
+            .string("since")?
+            .map(|s| parse_time("since", &s))
+            .transpose()?
+            .unwrap_or(until - Duration::days(DEFAULT_WINDOW_DAYS));
+        if since >= until {
+            return Err(ToolError::arg("since", "must be before until"));
+        }
+        let after = a.string("cursor")?.map(|c| Cursor::decode(&c)).transpose()?;
+        let mut snapshot = a.string("snapshot")?;
+        if let Some(c) = &after {
+            match &snapshot {
+                Some(s) if s != &c.snapshot => {
+                    return Err(ToolError::arg(
+                        "cursor",
+                        format!("belongs to snapshot {}, not {s}", c.snapshot),
+                    ));
+                }
+                _ => snapshot = Some(c.snapshot.clone()),
+            }
+        }
+        Ok(ScanRequest {
+            order: a.one_of("order", &["updated_desc", "created_desc"], "updated_desc")?,
+            since,
+            until,
+            limit: a.int_in("limit", 1, MAX_LIMIT, 50)? as usize,
+            filters,
+            after,
+            snapshot,
+        })
+    }
+}
+
+/// Runs a scan on `snap`.
+pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> ScanAnswer {
+    let created = req.order == "created_desc";
+    let allowed = req.filters.allowed(snap);
+    let mut hits: Vec<(i64, &str, usize, usize)> = Vec::new();
+    for (si, seg) in snap.segments.iter().enumerate() {
+        for (ord, row) in seg.rows.iter().enumerate() {
+            if allowed.as_ref().is_some_and(|a| !a[si][ord]) {
+                continue;
+            }
+            let t = if created { row.created_at } else { row.updated_at };
+            let Some(t) = t.filter(|t| *t >= req.since && *t < req.until) else { continue };
+            let key = (t.timestamp_micros(), row.id.as_str());
+            if let Some(c) = &req.after
+                && key >= (c.time_micros, c.id.as_str())
+            {
+                continue;
+            }
+            hits.push((key.0, key.1, si, ord));
+        }
+    }
+    // Newest first; ties on time broken by id, descending, so a cursor is exact.
+    hits.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+    let truncated = hits.len() > req.limit;
+    hits.truncate(req.limit);
+    let results: Vec<ScanItem> = hits
+        .iter()
+        .map(|&(_, _, si, ord)| {
+            let r = &snap.segments[si].rows[ord];
+            ScanItem {
+                id: r.id.clone(),
+                row_type: r.kind().to_string(),
+                repo: r.repo.clone(),
+                number: r.number,
+                title: r.title.clone(),
+                url: r.url.clone(),
+                path: r.path.clone(),
+                commit_sha: r.commit_sha.clone(),
+                author: r.author.clone(),
+                state: r.state.clone(),
+                created_at: time(r.created_at),
+                updated_at: time(r.updated_at),
+                snippet: crate::search::snippet(&r.body, &[], 200),
+            }
+        })
+        .collect();
+    let cursor = (truncated)
+        .then(|| {
+            hits.last().map(|&(t, id, _, _)| {
+                Cursor { snapshot: snap.id().to_string(), time_micros: t, id: id.to_string() }
+                    .encode()
+            })
+        })
+        .flatten();
+    ScanAnswer {
+        snapshot: snap.id().to_string(),
+        order: req.order.clone(),
+        since: time(Some(req.since)).unwrap_or_default(),
+        until: time(Some(req.until)).unwrap_or_default(),
+        count: results.len(),
+        truncated,
+        cursor,
+        filters_unmatched: req.filters.unmatched(snap),
+        results,
+    }
+}
