@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod build;
+mod conformance;
 mod fixture;
 mod golden;
 mod mcp_clients;

@@ -1,14 +1,16 @@
-//! The official Python MCP client drives `hubdex serve` over stdio and HTTP, in 2026-07-28 and
-//! legacy (initialize) modes.
+//! Real MCP clients drive `hubdex serve` and call every tool: the official Python client over
+//! stdio and HTTP in 2026-07-28 and legacy (initialize) modes, and the official TypeScript SDK
+//! client over HTTP.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::fixture::fixture;
 
-struct Server(Child);
+/// A server process killed when dropped.
+pub(crate) struct Server(pub(crate) Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -17,11 +19,34 @@ impl Drop for Server {
     }
 }
 
-fn client(transport_args: &[String], mode: &str) -> Value {
+/// Starts `hubdex serve --http` on the fixture store and waits for /healthz.
+pub(crate) fn http_server(extra: &[&str]) -> (Server, u16) {
+    let f = fixture();
+    let port = hubdex_tests::free_port();
+    let server = Server(
+        Command::new(hubdex_tests::bin("hubdex"))
+            .args([
+                "--store",
+                f.store.to_str().unwrap(),
+                "serve",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    hubdex_tests::wait_for_http(port, Duration::from_secs(60));
+    (server, port)
+}
+
+fn python_client(transport_args: &[String], mode: &str) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/mcp_client.py");
     let out = Command::new(hubdex_tests::python())
         .arg(script)
-        .args(["--mode", mode, "--query", "retry network calls with increasing delays"])
+        .args(["--mode", mode])
         .args(transport_args)
         .output()
         .unwrap();
@@ -33,23 +58,52 @@ fn client(transport_args: &[String], mode: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn check_report(report: &Value, mode: &str) {
+/// What every client must have seen, whatever its language or transport.
+fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
+    let snapshot = json!(fixture().first.snapshot);
+    assert_eq!(r["tools"], json!(["fetch", "index_stats", "read_span", "scan", "search"]), "{who}");
+    for tool in ["stats", "search", "scan", "fetch", "span"] {
+        assert_eq!(r[tool][is_error], json!(false), "{who}: {tool} failed: {}", r[tool]);
+        assert_eq!(r[tool][structured]["snapshot"], snapshot, "{who}: {tool} names its snapshot");
+        assert!(
+            !r[tool]["text"].as_str().unwrap_or("").is_empty(),
+            "{who}: {tool} has a text rendering"
+        );
+    }
+    assert_eq!(r["stats"][structured]["repos"][0]["repo"], json!("local/widgets"), "{who}");
+    let search = &r["search"][structured];
+    assert_eq!(search["count"], json!(3), "{who}");
     assert!(
-        report["tools"].as_array().unwrap().contains(&Value::from("search")),
-        "{mode}: {report}"
+        search["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["title"]
+                == json!("Add exponential backoff when retrying failed HTTP requests")),
+        "{who}: {search}"
     );
-    assert_eq!(report["search"]["is_error"], Value::Bool(false), "{mode}: {report}");
-    let answer = &report["search"]["structured"];
-    assert_eq!(answer["snapshot"], Value::from(fixture().first.snapshot.clone()), "{mode}");
-    assert_eq!(answer["count"], Value::from(3), "{mode}: {answer}");
-    assert!(answer["results"][0]["id"].as_str().unwrap().contains('_'));
-    assert_eq!(report["bad"]["is_error"], Value::Bool(true), "{mode}: {report}");
+    assert_eq!(r["scan"][structured]["count"], json!(5), "{who}");
+    assert_eq!(r["scan"][structured]["truncated"], json!(true), "{who}");
+    assert_eq!(r["fetch"][structured]["count"], json!(1), "{who}");
+    assert_eq!(r["fetch"][structured]["not_found"], json!(["cmt_doesnotexist"]), "{who}");
+    assert_eq!(r["fetch"][structured]["results"][0]["content_source"], json!("index"), "{who}");
+    assert_eq!(
+        r["span"][structured]["text"],
+        json!("# User guide\n\n## Creating widgets\n"),
+        "{who}"
+    );
     assert!(
-        report["bad"]["text"]
+        r["span"][structured]["citation"].as_str().unwrap().starts_with("docs/guide.md:1-3@"),
+        "{who}"
+    );
+    assert_eq!(r["bad"][is_error], json!(true), "{who}");
+    assert!(
+        r["bad"]["text"]
             .as_str()
             .unwrap()
             .contains("argument `top_k`: must be an integer from 1 to 50"),
-        "{mode}: {report}"
+        "{who}: {}",
+        r["bad"]
     );
 }
 
@@ -66,31 +120,44 @@ fn python_client_over_stdio_in_both_protocol_eras() {
         "--stdio".into(),
     ];
     for mode in ["2026-07-28", "legacy"] {
-        check_report(&client(&cmd, mode), mode);
+        check_report(
+            &python_client(&cmd, mode),
+            &format!("python stdio {mode}"),
+            "is_error",
+            "structured",
+        );
     }
 }
 
 #[test]
 fn python_client_over_http_in_both_protocol_eras() {
-    let f = fixture();
-    let port = hubdex_tests::free_port();
-    let _server = Server(
-        Command::new(hubdex_tests::bin("hubdex"))
-            .args([
-                "--store",
-                f.store.to_str().unwrap(),
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    hubdex_tests::wait_for_http(port, Duration::from_secs(60));
+    let (_server, port) = http_server(&[]);
     let url = vec!["http".to_string(), format!("http://127.0.0.1:{port}/mcp")];
     for mode in ["2026-07-28", "legacy"] {
-        check_report(&client(&url, mode), mode);
+        check_report(
+            &python_client(&url, mode),
+            &format!("python http {mode}"),
+            "is_error",
+            "structured",
+        );
     }
+}
+
+#[test]
+fn typescript_sdk_client_over_http() {
+    let (_server, port) = http_server(&[]);
+    let node_dir = hubdex_tests::node_dir();
+    let out = Command::new(node_dir.join("bin").join("node"))
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/ts/client.cjs"))
+        .arg(format!("http://127.0.0.1:{port}/mcp"))
+        .env("HUBDEX_NODE_DIR", &node_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "TypeScript client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_report(&r, "typescript http", "isError", "structured");
 }

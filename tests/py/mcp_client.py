@@ -1,16 +1,22 @@
-"""Drives a hubdex server with the official Python MCP client and prints one JSON report.
+"""Drives a hubdex server with the official Python MCP client, calls every tool, and prints
+one JSON report for the Rust test to assert on.
 
-usage: mcp_client.py --mode (2026-07-28|legacy) --query TEXT (stdio -- CMD... | http URL)
-The report holds the listed tools, the search answer's structured content, and the result of
-a bad call (is_error and its text), so the Rust test asserts on what a real client saw.
+usage: mcp_client.py --mode (2026-07-28|legacy) (stdio -- CMD... | http URL)
 """
 
 import argparse
 import asyncio
 import json
-import sys
 
 from mcp import Client, StdioServerParameters
+
+
+def report(result):
+    return {
+        "is_error": bool(result.is_error),
+        "structured": result.structured_content,
+        "text": " ".join(getattr(c, "text", "") for c in result.content),
+    }
 
 
 async def main() -> None:
@@ -18,7 +24,6 @@ async def main() -> None:
     p.add_argument("transport", choices=["stdio", "http"])
     p.add_argument("target", nargs="+")
     p.add_argument("--mode", default="2026-07-28")
-    p.add_argument("--query", required=True)
     a = p.parse_args()
     if a.transport == "stdio":
         server = StdioServerParameters(command=a.target[0], args=a.target[1:])
@@ -26,17 +31,19 @@ async def main() -> None:
         server = a.target[0]
     async with Client(server, mode=a.mode, read_timeout_seconds=120) as client:
         tools = await client.list_tools()
-        good = await client.call_tool("search", {"query": a.query, "top_k": 3})
-        bad = await client.call_tool("search", {"query": a.query, "top_k": 500})
-        report = {
+        stats = report(await client.call_tool("index_stats", {}))
+        repo = stats["structured"]["repos"][0]["repo"]
+        search = report(await client.call_tool("search", {"query": "retry network calls with increasing delays", "top_k": 3}))
+        scan = report(await client.call_tool("scan", {"since": "2000-01-01", "limit": 5}))
+        first = search["structured"]["results"][0]["id"]
+        fetch = report(await client.call_tool("fetch", {"ids": [first, "cmt_doesnotexist"]}))
+        span = report(await client.call_tool("read_span", {"repo": repo, "path": "docs/guide.md", "start_line": 1, "end_line": 3}))
+        bad = report(await client.call_tool("search", {"query": "x", "top_k": 500}))
+        out = {
             "tools": sorted(t.name for t in tools.tools),
-            "search": {"is_error": good.is_error, "structured": good.structured_content},
-            "bad": {
-                "is_error": bad.is_error,
-                "text": " ".join(getattr(c, "text", "") for c in bad.content),
-            },
+            "stats": stats, "search": search, "scan": scan, "fetch": fetch, "span": span, "bad": bad,
         }
-    print(json.dumps(report))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

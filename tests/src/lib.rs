@@ -5,4 +5,4 @@ mod gitrepo;
 mod paths;
 
 pub use gitrepo::{GeneratedRepo, PARAPHRASES, make_repo};
-pub use paths::{bin, free_port, model_dir, python, wait_for_http};
+pub use paths::{bin, free_port, model_dir, node_dir, python, wait_for_http};

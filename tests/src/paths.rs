@@ -62,3 +62,12 @@ pub fn wait_for_http(port: u16, timeout: Duration) {
     }
     panic!("server on port {port} did not answer /healthz within {timeout:?}");
 }
+
+/// Where `ci/setup` installed Node 24, the MCP TypeScript SDK and the conformance suite.
+pub fn node_dir() -> PathBuf {
+    let dir = std::env::var_os("HUBDEX_NODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hubdex_formats::cache_dir().join("node"));
+    assert!(dir.join("bin").join("node").exists(), "{} has no Node: run ./ci/setup", dir.display());
+    dir
+}
