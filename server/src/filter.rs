@@ -27,6 +27,9 @@ pub(crate) const FILTER_ARGS: &[&str] = &[
 /// The states `state` accepts.
 pub(crate) const STATES: [&str; 4] = ["open", "closed", "merged", "all"];
 
+/// A named test a row must pass.
+type Check<'a> = (&'static str, Box<dyn Fn(&Row) -> bool + 'a>);
+
 /// A checked set of filters; an absent filter matches everything.
 #[derive(Debug, Clone, Default)]
 pub struct Filters {
@@ -135,8 +138,8 @@ impl Filters {
     }
 
     /// The names of the filters that are set, each with its test.
-    fn checks(&self) -> Vec<(&'static str, Box<dyn Fn(&Row) -> bool + '_>)> {
-        let mut c: Vec<(&'static str, Box<dyn Fn(&Row) -> bool + '_>)> = Vec::new();
+    fn checks(&self) -> Vec<Check<'_>> {
+        let mut c: Vec<Check<'_>> = Vec::new();
         if let Some(repo) = &self.repo {
             c.push(("repo", Box::new(move |r: &Row| &r.repo == repo)));
         }
@@ -224,7 +227,7 @@ impl Filters {
     pub(crate) fn unmatched(&self, snap: &OpenSnapshot) -> Vec<String> {
         self.checks()
             .into_iter()
-            .filter(|(_, f)| !snap.segments.iter().any(|s| s.rows.iter().any(|r| f(r))))
+            .filter(|(_, f)| !snap.segments.iter().any(|s| s.rows.iter().any(f)))
             .map(|(name, _)| name.to_string())
             .collect()
     }

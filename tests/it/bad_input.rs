@@ -7,66 +7,216 @@ use serde_json::{Value, json};
 
 use crate::fixture::{fixture, runtime, state};
 
-fn check(args: Value, expect: &str) {
+/// (tool, arguments, the start of the error): one case per argument and kind of mistake.
+const MATRIX: &[(&str, &str, &str)] = &[
+    ("search", r#"{"query": ""}"#, "argument `query`: must not be empty"),
+    ("search", r#"{}"#, "argument `query`: is required"),
+    ("search", r#"{"query": 7}"#, "argument `query`: must be a string, got a number"),
+    (
+        "search",
+        r#"{"query": "x", "top_k": 0}"#,
+        "argument `top_k`: must be an integer from 1 to 50, got 0",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "top_k": 500}"#,
+        "argument `top_k`: must be an integer from 1 to 50, got 500",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "top_k": "5"}"#,
+        "argument `top_k`: must be an integer from 1 to 50, got a string",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "fusion": "best"}"#,
+        "argument `fusion`: must be one of rrf, dense_only, sparse_only, got \"best\"",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "sort": "oldest"}"#,
+        "argument `sort`: must be one of relevance, updated_desc, created_desc",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "type": "issues"}"#,
+        "argument `type`: unknown type \"issues\"; allowed: issue, pull_request",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "type": [1]}"#,
+        "argument `type`: must be a string or a list of strings, got a list holding a number",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "state": "done"}"#,
+        "argument `state`: must be one of open, closed, merged, all",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "labels": {"a": 1}}"#,
+        "argument `labels`: must be a string or a list of strings, got an object",
+    ),
+    ("search", r#"{"query": "x", "milestone": ""}"#, "argument `milestone`: must not be empty"),
+    (
+        "search",
+        r#"{"query": "x", "assignee": 3}"#,
+        "argument `assignee`: must be a string, got a number",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "author": true}"#,
+        "argument `author`: must be a string, got a boolean",
+    ),
+    ("search", r#"{"query": "x", "path_prefix": ""}"#, "argument `path_prefix`: must not be empty"),
+    (
+        "search",
+        r#"{"query": "x", "files_glob": "src/[a"}"#,
+        "argument `files_glob`: is not a valid glob",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "since": "yesterday"}"#,
+        "argument `since`: must be an ISO 8601 date or date-time",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "until": "2024-13-45"}"#,
+        "argument `until`: must be an ISO 8601 date or date-time",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "since": "2024-05-01", "until": "2024-04-01"}"#,
+        "argument `since`: must be before until",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "rerank": "yes"}"#,
+        "argument `rerank`: must be true or false, got a string",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "snapshot": "../etc"}"#,
+        "argument `snapshot`: \"../etc\" is not a snapshot id",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "snapshot": "20200101T000000Z-00000000"}"#,
+        "argument `snapshot`: no snapshot 20200101T000000Z-00000000 in this store",
+    ),
+    (
+        "search",
+        r#"{"query": "x", "colour": "red"}"#,
+        "argument `colour`: unknown argument; allowed: query, top_k, fusion, sort, rerank, snapshot, repo, type",
+    ),
+    ("scan", r#"{"limit": 0}"#, "argument `limit`: must be an integer from 1 to 200, got 0"),
+    ("scan", r#"{"limit": 201}"#, "argument `limit`: must be an integer from 1 to 200, got 201"),
+    (
+        "scan",
+        r#"{"order": "oldest"}"#,
+        "argument `order`: must be one of updated_desc, created_desc",
+    ),
+    (
+        "scan",
+        r#"{"since": "2024-02-30"}"#,
+        "argument `since`: must be an ISO 8601 date or date-time",
+    ),
+    (
+        "scan",
+        r#"{"cursor": "not-a-cursor"}"#,
+        "argument `cursor`: is not a cursor this server gave out",
+    ),
+    ("scan", r#"{"type": "nope"}"#, "argument `type`: unknown type \"nope\""),
+    ("fetch", r#"{}"#, "argument `ids`: is required: 1 to 50 row ids"),
+    ("fetch", r#"{"ids": []}"#, "argument `ids`: is required: 1 to 50 row ids"),
+    (
+        "fetch",
+        r#"{"ids": 5}"#,
+        "argument `ids`: must be a string or a list of strings, got a number",
+    ),
+    ("fetch", FIFTY_ONE_IDS, "argument `ids`: takes at most 50 ids, got 51"),
+    ("read_span", r#"{"repo": "local/widgets"}"#, "argument `path`: is required"),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "../../etc/passwd"}"#,
+        "argument `path`: must be a relative path inside the repository, without . or .. parts",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "/etc/passwd"}"#,
+        "argument `path`: must be a relative path inside the repository",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "docs/./guide.md"}"#,
+        "argument `path`: must be a relative path inside the repository",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "src/secret.rs"}"#,
+        "argument `path`: src/secret.rs is not an indexed file of local/widgets",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "nobody/none", "path": "README.md"}"#,
+        "argument `repo`: nobody/none is not in snapshot",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "README.md", "start_line": 0}"#,
+        "argument `start_line`: must be an integer from 1",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "README.md", "start_line": 5, "end_line": 2}"#,
+        "argument `end_line`: must be at least start_line (5), got 2",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "README.md", "start_line": 1, "end_line": 1000}"#,
+        "argument `end_line`: spans at most 400 lines",
+    ),
+    (
+        "read_span",
+        r#"{"repo": "local/widgets", "path": "README.md", "start_line": 900}"#,
+        "argument `start_line`: README.md has 11 lines, start_line is 900",
+    ),
+    ("index_stats", r#"{"snapshot": 5}"#, "argument `snapshot`: must be a string, got a number"),
+];
+
+const FIFTY_ONE_IDS: &str = r#"{"ids": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t","u","v","w","x","y","z","a1","b1","c1","d1","e1","f1","g1","h1","i1","j1","k1","l1","m1","n1","o1","p1","q1","r1","s1","t1","u1","v1","w1","x1","y1"]}"#;
+
+#[test]
+fn every_bad_argument_is_a_tool_error_naming_it() {
     let f = fixture();
-    let map = args.as_object().unwrap().clone();
-    let err = runtime()
-        .block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await })
-        .expect_err("bad input must be a tool error");
-    assert_eq!(err.to_string(), expect, "for {args}");
+    runtime().block_on(async {
+        let st = state(&f.store).await;
+        for (tool, args, expect) in MATRIX {
+            let map = serde_json::from_str::<Value>(args).unwrap().as_object().unwrap().clone();
+            let err = hubdex_server::call_tool(&st, tool, &map)
+                .await
+                .expect_err(&format!("{tool} {args} must fail"));
+            assert!(
+                err.to_string().starts_with(expect),
+                "{tool} {args}:\n  got  {err}\n  want {expect}…"
+            );
+        }
+    });
 }
 
 #[test]
-fn search_arguments_are_checked_one_by_one() {
-    check(json!({"query": ""}), "argument `query`: must not be empty");
-    check(json!({}), "argument `query`: is required");
-    check(json!({"query": 7}), "argument `query`: must be a string, got a number");
-    check(
-        json!({"query": "x", "top_k": 0}),
-        "argument `top_k`: must be an integer from 1 to 50, got 0",
-    );
-    check(
-        json!({"query": "x", "top_k": 500}),
-        "argument `top_k`: must be an integer from 1 to 50, got 500",
-    );
-    check(
-        json!({"query": "x", "top_k": "5"}),
-        "argument `top_k`: must be an integer from 1 to 50, got a string",
-    );
-    check(
-        json!({"query": "x", "fusion": "best"}),
-        "argument `fusion`: must be one of rrf, dense_only, sparse_only, got \"best\"",
-    );
-    check(
-        json!({"query": "x", "type": "issues"}),
-        "argument `type`: unknown type \"issues\"; allowed: issue, pull_request, issue_comment, pr_review, \
-         pr_review_comment, release, doc, wiki_doc, commit, diff, code",
-    );
-    check(
-        json!({"query": "x", "type": [1]}),
-        "argument `type`: must be a string or a list of strings, got a list holding a number",
-    );
-    check(
-        json!({"query": "x", "rerank": "yes"}),
-        "argument `rerank`: must be true or false, got a string",
-    );
-    check(
-        json!({"query": "x", "snapshot": "../etc"}),
-        "argument `snapshot`: \"../etc\" is not a snapshot id (like 20261129T180000Z-1a2b3c4d)",
-    );
-    let unknown = "argument `snapshot`: no snapshot 20200101T000000Z-00000000 in this store; the current one is";
-    let f = fixture();
-    let map =
-        json!({"query": "x", "snapshot": "20200101T000000Z-00000000"}).as_object().unwrap().clone();
-    let err = runtime()
-        .block_on(async { hubdex_server::call_tool(&state(&f.store).await, "search", &map).await })
-        .unwrap_err();
-    assert!(err.to_string().starts_with(unknown), "{err}");
-    check(
-        json!({"query": "x", "colour": "red"}),
-        "argument `colour`: unknown argument; allowed: query, top_k, fusion, sort, rerank, snapshot, repo, type, \
-         state, labels, milestone, assignee, author, path_prefix, files_glob, since, until",
-    );
+fn every_bad_argument_over_rest_is_a_400_never_a_500() {
+    let (_server, port) = crate::mcp_clients::http_server(&[]);
+    for (tool, args, expect) in MATRIX {
+        let path = if *tool == "index_stats" { continue } else { format!("/v1/{tool}") };
+        let (status, body) = crate::http::post(port, &path, args, &[]);
+        assert_eq!(status, 400, "{tool} {args}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            v["error"]["message"].as_str().unwrap().starts_with(expect),
+            "{tool} {args}: {body}"
+        );
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::fixture::{runtime, state};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v1");
-const GOLDEN_SNAPSHOT: &str = "20261129T190758Z-60d1c0bf";
+const GOLDEN_SNAPSHOT: &str = "20261129T193202Z-c1deaba1";
 
 #[test]
 fn the_golden_v1_snapshot_verifies_opens_and_answers() {
@@ -72,7 +72,7 @@ fn a_corrupted_golden_file_is_refused_before_anything_opens_it() {
     });
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     for e in walkdir::WalkDir::new(from) {
         let e = e.unwrap();
         let rel = e.path().strip_prefix(from).unwrap();

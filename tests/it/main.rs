@@ -1,9 +1,11 @@
 //! End-to-end tests across hubdex's crates and binaries. Modules by feature.
 
+mod answers;
 mod bad_input;
 mod build;
 mod conformance;
 mod fixture;
 mod golden;
+mod http;
 mod mcp_clients;
 mod parquet_readers;
