@@ -192,6 +192,12 @@ impl Row {
         }
     }
 
+    /// A row whose id derives from `id_key` (e.g. `issue_comment/<id>`) while it aggregates
+    /// under `entity` (e.g. `issue/<n>`): comments keep their id when the thread changes.
+    pub fn keyed(row_type: RowType, repo: &str, entity: &str, id_key: &str, chunk: u32) -> Row {
+        Row { id: row_id(row_type, repo, id_key, chunk), ..Row::new(row_type, repo, entity, chunk) }
+    }
+
     /// Sets the body from the full text: cuts it at [`BODY_MAX_CHARS`] on a char boundary and
     /// records the full length, then hashes what will be embedded.
     pub fn set_body(&mut self, full: &str) {

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
@@ -15,17 +16,61 @@ use hubdex_formats::{
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::git;
-use crate::local::read_repo;
+use crate::github::{
+    self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
+};
+use crate::local::{read_repo, read_wiki};
 
 /// What a build is asked to do.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BuildOptions {
     pub store: String,
     pub model_dir: PathBuf,
     pub device: Device,
+    /// Local paths (repositories, or directories searched for them) and `owner/name`s.
     pub sources: Vec<PathBuf>,
     pub exclude: Vec<String>,
     pub allow_unsafe_latest: bool,
+    /// The GitHub API base URL (GitHub Enterprise: `https://host/api/v3`).
+    pub github_api: String,
+    /// Never printed.
+    pub github_token: Option<String>,
+    pub scope: CrawlScope,
+    pub clock: Arc<dyn Clock>,
+    /// Where clones and previous segments are cached (default ~/.cache/hubdex).
+    pub cache: PathBuf,
+}
+
+impl std::fmt::Debug for BuildOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("store", &self.store)
+            .field("sources", &self.sources)
+            .field("github_api", &self.github_api)
+            .field("github_token", &self.github_token.as_ref().map(|_| "<set>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl BuildOptions {
+    /// Options for a build of `sources` into `store` with the model in `model_dir`; the GitHub
+    /// API and token come from $HUBDEX_GITHUB_API and $GITHUB_TOKEN.
+    pub fn new(store: &str, model_dir: PathBuf, sources: Vec<PathBuf>) -> Self {
+        BuildOptions {
+            store: store.to_string(),
+            model_dir,
+            device: Device::Cpu,
+            sources,
+            exclude: Vec::new(),
+            allow_unsafe_latest: false,
+            github_api: std::env::var("HUBDEX_GITHUB_API")
+                .unwrap_or_else(|_| GITHUB_API.to_string()),
+            github_token: std::env::var("GITHUB_TOKEN").ok().filter(|t| !t.is_empty()),
+            scope: CrawlScope::default(),
+            clock: Arc::new(SystemClock),
+            cache: cache_dir(),
+        }
+    }
 }
 
 /// What a build did.
@@ -66,29 +111,34 @@ fn bar(mp: &MultiProgress, len: u64, msg: &str) -> ProgressBar {
     pb
 }
 
-/// Vectors of the previous snapshot's rows of `repo`, by content hash, when the model is the
-/// same one.
-async fn previous_vectors(
+/// The previous snapshot's rows of `repo`, with their vectors, when the model is the same one.
+async fn previous_rows(
     store: &Store,
+    cache: &std::path::Path,
     prev: Option<&Manifest>,
     repo: &str,
     model_sha: &str,
-) -> anyhow::Result<HashMap<String, Vec<f32>>> {
-    let Some(prev) = prev else { return Ok(HashMap::new()) };
+) -> anyhow::Result<Vec<Row>> {
+    let Some(prev) = prev else { return Ok(Vec::new()) };
     if prev.model.model_sha256 != model_sha {
-        return Ok(HashMap::new());
+        return Ok(Vec::new());
     }
-    let mut out = HashMap::new();
+    let mut out = Vec::new();
     for seg in prev.segments.iter().filter(|s| s.repo == repo) {
         let dir = store
-            .fetch_segment(seg, &cache_dir())
+            .fetch_segment(seg, cache)
             .await
             .with_context(|| format!("reading previous segment {}", seg.id))?;
-        for row in read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)? {
-            out.insert(row.content_sha256, row.embedding);
-        }
+        out.extend(read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?);
     }
     Ok(out)
+}
+
+/// Where a repository's rows come from.
+#[derive(Debug, Clone)]
+enum Source {
+    Local(PathBuf),
+    GitHub,
 }
 
 /// Fills every row's embedding: reused when its text and model are unchanged, else embedded.
@@ -134,11 +184,16 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         globs.add(Glob::new(g).with_context(|| format!("--exclude {g:?} is not a valid glob"))?);
     }
     let globs = globs.build()?;
-    let mut repos: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut repos: BTreeMap<String, Source> = BTreeMap::new();
     for source in &opts.sources {
+        if let Some(name) = source.to_str().filter(|s| github::is_repo_name(s)) {
+            repos.insert(name.to_string(), Source::GitHub);
+            continue;
+        }
         for dir in git::discover(source, &globs)? {
             let name = git::repo_name(&dir);
-            if let Some(other) = repos.insert(name.clone(), dir.clone())
+            if let Some(Source::Local(other)) =
+                repos.insert(name.clone(), Source::Local(dir.clone()))
                 && other != dir
             {
                 bail!(
@@ -149,6 +204,12 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
             }
         }
     }
+    let client = if repos.values().any(|s| matches!(s, Source::GitHub)) {
+        Some(GitHubClient::new(&opts.github_api, opts.github_token.clone(), opts.clock.clone())?)
+    } else {
+        None
+    };
+    let mut cursors: Vec<(String, Cursor)> = Vec::new();
 
     let embedder = Embedder::load(&opts.model_dir, opts.device)
         .with_context(|| format!("loading the model from {}", opts.model_dir.display()))?;
@@ -158,18 +219,75 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     let mut segments: Vec<ManifestSegment> = Vec::new();
     let work = tempfile::tempdir().context("creating a scratch directory")?;
 
-    for (repo, dir) in &repos {
+    for (repo, source) in &repos {
         let t = Instant::now();
         let crawl = mp.add(ProgressBar::new_spinner());
         crawl.set_message(format!("crawling {repo}"));
-        let content = read_repo(dir, repo, |m| crawl.set_message(format!("crawling {repo}: {m}")))
-            .with_context(|| format!("reading {}", dir.display()))?;
-        let (mut rows, mut files) = (content.rows, content.files);
+        let previous =
+            previous_rows(&store, &opts.cache, prev.as_ref(), repo, &model.model_sha256).await?;
+        let (mut rows, mut files) = match source {
+            Source::Local(dir) => {
+                let web = git::web_url(repo);
+                let content = read_repo(dir, repo, web.as_deref(), |m| {
+                    crawl.set_message(format!("crawling {repo}: {m}"))
+                })
+                .with_context(|| format!("reading {}", dir.display()))?;
+                (content.rows, content.files)
+            }
+            Source::GitHub => {
+                let client = client.as_ref().expect("a client exists when a GitHub source does");
+                let cursor = Cursor::load(&store, repo).await;
+                let quota = client.stats.clone();
+                let api = crawl_api(client, repo, &cursor, &opts.scope, |m| {
+                    let left = quota.remaining.load(std::sync::atomic::Ordering::Relaxed);
+                    let left = if left == u64::MAX { "?".to_string() } else { left.to_string() };
+                    crawl.set_message(format!("crawling {repo}: {m} (quota left {left})"));
+                })
+                .await
+                .with_context(|| format!("crawling {repo} from {}", opts.github_api))?;
+                let clone_url = api.cursor.clone_url.clone().context("GitHub gave no clone_url")?;
+                let web = api.cursor.html_url.clone();
+                let token = opts.github_token.as_deref();
+                crawl.set_message(format!("cloning {repo}"));
+                let dir = github::clone_or_fetch(
+                    &clone_url,
+                    &opts.cache.join("repos").join(format!("{repo}.git")),
+                    token,
+                )?;
+                let mut content = read_repo(&dir, repo, web.as_deref(), |m| {
+                    crawl.set_message(format!("reading {repo}: {m}"))
+                })?;
+                if api.cursor.has_wiki {
+                    let wiki_dir = opts.cache.join("repos").join(format!("{repo}.wiki.git"));
+                    match github::clone_or_fetch(&github::wiki_url(&clone_url), &wiki_dir, token) {
+                        Ok(d) => {
+                            let wiki = read_wiki(&d, repo, web.as_deref())?;
+                            content.rows.extend(wiki.rows);
+                            content.files.extend(wiki.files);
+                        }
+                        // A repository whose wiki was never written has no wiki repository.
+                        Err(e) => tracing::info!(repo = %repo, error = %e, "no wiki"),
+                    }
+                }
+                let mut rows = content.rows;
+                rows.extend(carried_rows(previous.clone(), &api));
+                rows.extend(api.threads.into_values().flatten());
+                if let Some(releases) = api.releases {
+                    rows.extend(releases);
+                }
+                let mut seen = std::collections::HashSet::new();
+                rows.reverse();
+                rows.retain(|r| seen.insert(r.id.clone()));
+                cursors.push((repo.clone(), api.cursor));
+                (rows, content.files)
+            }
+        };
         crawl.finish_and_clear();
         report.crawl_seconds += t.elapsed().as_secs_f64();
 
         let t = Instant::now();
-        let previous = previous_vectors(&store, prev.as_ref(), repo, &model.model_sha256).await?;
+        let previous: HashMap<String, Vec<f32>> =
+            previous.into_iter().map(|r| (r.content_sha256, r.embedding)).collect();
         let pb = bar(&mp, rows.len() as u64, "embed");
         pb.set_message(repo.clone());
         let (embedded, reused) = fill_vectors(&mut rows, &previous, &embedder, &pb)?;
@@ -223,6 +341,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     {
         report.snapshot = prev.snapshot.clone();
         report.published = false;
+        save_cursors(&store, &cursors).await?;
         return Ok(report);
     }
     let now = Utc::now();
@@ -243,10 +362,19 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         segments,
     };
     store.publish(&manifest, opts.allow_unsafe_latest).await?;
+    // Only now, with the snapshot that holds the crawled items published, do cursors move.
+    save_cursors(&store, &cursors).await?;
     report.publish_seconds += t.elapsed().as_secs_f64();
     report.snapshot = manifest.snapshot;
     report.published = true;
     Ok(report)
+}
+
+async fn save_cursors(store: &Store, cursors: &[(String, Cursor)]) -> anyhow::Result<()> {
+    for (repo, c) in cursors {
+        c.save(store, repo).await.with_context(|| format!("saving the crawl cursor of {repo}"))?;
+    }
+    Ok(())
 }
 
 /// A store path relative to the current directory or a URL, as given.

@@ -4,6 +4,7 @@
 
 mod build;
 mod git;
+pub mod github;
 mod local;
 mod markdown;
 mod refs;

@@ -24,15 +24,22 @@ pub(crate) struct RepoContent {
     pub(crate) files: Vec<FileText>,
 }
 
-/// Reads every row of the repository at `dir`, indexed under the name `repo`.
+/// Where doc rows come from: the repository itself, or its wiki.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DocSource {
+    Repo,
+    Wiki,
+}
+
+/// Reads every row of the repository at `dir`, indexed under the name `repo`; `web` is its
+/// web URL when it has one (links in rows).
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
+    web: Option<&str>,
     mut progress: impl FnMut(&str),
 ) -> Result<RepoContent, GitError> {
-    let web = git::web_url(repo);
     let mut rows = Vec::new();
-    let mut files = Vec::new();
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     git::for_each_commit(dir, |c| {
@@ -41,38 +48,69 @@ pub(crate) fn read_repo(
                 last_change.entry(f.clone()).or_insert(t);
             }
         }
-        rows.push(commit_row(repo, web.as_deref(), &c));
+        rows.push(commit_row(repo, web, &c));
         if rows.len() % 200 == 0 {
             progress(&format!("{} commits", rows.len()));
         }
     })?;
     let commits = rows.len();
-    if let Some(head) = git::head(dir)? {
-        let head_time = rows
-            .iter()
-            .find(|r| r.commit_sha.as_deref() == Some(head.as_str()))
-            .and_then(|r| r.updated_at);
-        let docs: Vec<String> =
-            git::tree_files(dir, &head)?.into_iter().filter(|p| is_markdown(p)).collect();
-        let blobs = git::read_blobs(dir, &head, &docs)?;
-        for path in &docs {
-            let Some(bytes) = blobs.get(path) else { continue };
-            if bytes.len() > DOC_MAX_BYTES {
-                continue;
+    let mut content = RepoContent { rows, files: Vec::new() };
+    read_docs(dir, repo, web, DocSource::Repo, &last_change, &mut content)?;
+    progress(&format!("{commits} commits, {} doc chunks", content.rows.len() - commits));
+    Ok(content)
+}
+
+/// Reads the markdown pages of a wiki repository as `wiki_doc` rows (paths under `wiki/`).
+pub(crate) fn read_wiki(
+    dir: &Path,
+    repo: &str,
+    web: Option<&str>,
+) -> Result<RepoContent, GitError> {
+    let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
+    git::for_each_commit(dir, |c| {
+        for f in &c.files {
+            if let Some(t) = c.committed_at {
+                last_change.entry(f.clone()).or_insert(t);
             }
-            let text = String::from_utf8_lossy(bytes);
-            let updated = last_change.get(path).copied().or(head_time);
-            rows.extend(doc_rows(repo, web.as_deref(), path, &head, &text, updated));
-            files.push(FileText {
-                path: path.clone(),
-                commit_sha: head.clone(),
-                language: Some("markdown".into()),
-                content: text.into_owned(),
-            });
         }
+    })?;
+    let mut content = RepoContent::default();
+    read_docs(dir, repo, web, DocSource::Wiki, &last_change, &mut content)?;
+    Ok(content)
+}
+
+fn read_docs(
+    dir: &Path,
+    repo: &str,
+    web: Option<&str>,
+    source: DocSource,
+    last_change: &HashMap<String, DateTime<Utc>>,
+    out: &mut RepoContent,
+) -> Result<(), GitError> {
+    let Some(head) = git::head(dir)? else { return Ok(()) };
+    let docs: Vec<String> =
+        git::tree_files(dir, &head)?.into_iter().filter(|p| is_markdown(p)).collect();
+    let blobs = git::read_blobs(dir, &head, &docs)?;
+    for path in &docs {
+        let Some(bytes) = blobs.get(path) else { continue };
+        if bytes.len() > DOC_MAX_BYTES {
+            continue;
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let updated = last_change.get(path).copied();
+        let shown = match source {
+            DocSource::Repo => path.clone(),
+            DocSource::Wiki => format!("wiki/{path}"),
+        };
+        out.rows.extend(doc_rows(repo, web, source, &shown, &head, &text, updated));
+        out.files.push(FileText {
+            path: shown,
+            commit_sha: head.clone(),
+            language: Some("markdown".into()),
+            content: text.into_owned(),
+        });
     }
-    progress(&format!("{commits} commits, {} doc chunks", rows.len() - commits));
-    Ok(RepoContent { rows, files })
+    Ok(())
 }
 
 fn is_markdown(path: &str) -> bool {
@@ -128,6 +166,7 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit) -> Row {
 pub(crate) fn doc_rows(
     repo: &str,
     web: Option<&str>,
+    source: DocSource,
     path: &str,
     commit: &str,
     text: &str,
@@ -138,7 +177,8 @@ pub(crate) fn doc_rows(
         .into_iter()
         .enumerate()
         .map(|(i, chunk)| {
-            let mut row = Row::new(RowType::Doc, repo, &format!("file/{path}"), i as u32);
+            let kind = if source == DocSource::Wiki { RowType::WikiDoc } else { RowType::Doc };
+            let mut row = Row::new(kind, repo, &format!("file/{path}"), i as u32);
             row.title =
                 Some(chunk.heading_path.last().cloned().unwrap_or_else(|| file_name.clone()));
             row.heading_path = chunk.heading_path;
@@ -149,8 +189,15 @@ pub(crate) fn doc_rows(
             row.updated_at = updated;
             row.created_at = updated;
             row.language = Some("markdown".into());
-            row.url = web.map(|w| {
-                format!("{w}/blob/{commit}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
+            row.url = web.map(|w| match source {
+                DocSource::Repo => {
+                    format!("{w}/blob/{commit}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
+                }
+                DocSource::Wiki => {
+                    let page = path.trim_start_matches("wiki/");
+                    let page = page.rsplit_once('.').map_or(page, |(p, _)| p);
+                    format!("{w}/wiki/{page}")
+                }
             });
             row.refs = find_refs(&chunk.text);
             row.set_body(&chunk.text);

@@ -19,7 +19,8 @@ struct Cli {
 enum Command {
     /// Crawl SOURCEs, embed what changed and publish a snapshot.
     Build {
-        /// Local git repositories, or directories searched for them (default: .).
+        /// owner/name of GitHub repositories, local git repositories, or directories searched
+        /// for them (default: .).
         sources: Vec<PathBuf>,
         /// Store URL or directory (file://, memory://, s3://, gs://, az://).
         #[arg(long, env = "HUBDEX_STORE")]
@@ -36,6 +37,9 @@ enum Command {
         /// Overwrite LATEST on stores that cannot update it conditionally.
         #[arg(long)]
         allow_unsafe_latest: bool,
+        /// GitHub API base URL (GitHub Enterprise: https://HOST/api/v3); token from $GITHUB_TOKEN.
+        #[arg(long, env = "HUBDEX_GITHUB_API")]
+        github_api: Option<String>,
     },
 }
 
@@ -45,18 +49,27 @@ fn default_model() -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Build { sources, store, model, device, exclude, allow_unsafe_latest } => {
+        Command::Build {
+            sources,
+            store,
+            model,
+            device,
+            exclude,
+            allow_unsafe_latest,
+            github_api,
+        } => {
             let model = model.unwrap_or_else(default_model);
             let model_dir = hubdex_formats::resolve_model_dir(&model)
                 .with_context(|| format!("model {model}"))?;
-            let opts = BuildOptions {
-                store: store.unwrap_or_else(default_store),
-                model_dir,
-                device: device.parse::<Device>().map_err(anyhow::Error::msg)?,
-                sources: if sources.is_empty() { vec![PathBuf::from(".")] } else { sources },
-                exclude,
-                allow_unsafe_latest,
-            };
+            let sources = if sources.is_empty() { vec![PathBuf::from(".")] } else { sources };
+            let mut opts =
+                BuildOptions::new(&store.unwrap_or_else(default_store), model_dir, sources);
+            opts.device = device.parse::<Device>().map_err(anyhow::Error::msg)?;
+            opts.exclude = exclude;
+            opts.allow_unsafe_latest = allow_unsafe_latest;
+            if let Some(api) = github_api {
+                opts.github_api = api;
+            }
             let r = build(&opts).await?;
             let rows_per_s = |rows: u64, s: f64| if s > 0.0 { rows as f64 / s } else { 0.0 };
             eprintln!(

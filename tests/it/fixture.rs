@@ -25,14 +25,10 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub(crate) fn options(store: &Path, source: &Path) -> BuildOptions {
-    BuildOptions {
-        store: store.display().to_string(),
-        model_dir: model_dir(),
-        device: Device::Cpu,
-        sources: vec![source.to_path_buf()],
-        exclude: Vec::new(),
-        allow_unsafe_latest: false,
-    }
+    let mut o =
+        BuildOptions::new(&store.display().to_string(), model_dir(), vec![source.to_path_buf()]);
+    o.cache = store.with_extension("cache");
+    o
 }
 
 /// Builds the fixture once per test binary.

@@ -5,6 +5,7 @@ mod bad_input;
 mod build;
 mod conformance;
 mod fixture;
+mod github;
 mod golden;
 mod http;
 mod mcp_clients;

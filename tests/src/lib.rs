@@ -1,6 +1,8 @@
 //! Helpers shared by hubdex's end-to-end tests: where the binaries, the model and the Python
 //! tools are, and a generator of git repositories with a known history.
 
+pub mod fakegh;
+pub mod ghdata;
 mod gitrepo;
 mod paths;
 

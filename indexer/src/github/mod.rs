@@ -1,0 +1,102 @@
+//! The GitHub source: the REST API (issues, pull requests, comments, reviews, review
+//! comments, releases) through a well-behaved client, and the repository and its wiki cloned
+//! with git for commits and docs.
+
+mod client;
+mod crawl;
+mod items;
+mod state;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub use client::{
+    Clock, Fetched, GitHubClient, GitHubError, MAX_TRIES, RequestStats, SECONDARY_MIN_WAIT,
+    SystemClock, next_link,
+};
+pub use crawl::{ApiCrawl, CrawlScope, carried_rows, crawl_api};
+pub use items::MIN_COMMENT_CHARS;
+pub use state::{Cursor, Pending};
+
+/// The default API base URL.
+pub const GITHUB_API: &str = "https://api.github.com";
+
+/// Whether a SOURCE names a GitHub repository (`owner/name`) rather than a local path.
+pub fn is_repo_name(source: &str) -> bool {
+    let parts: Vec<&str> = source.split('/').collect();
+    parts.len() == 2
+        && parts.iter().all(|p| {
+            !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        })
+        && !Path::new(source).exists()
+}
+
+/// Errors cloning a repository.
+#[derive(Debug, thiserror::Error)]
+#[error("git {action} {url}: {detail}")]
+pub struct CloneError {
+    action: &'static str,
+    url: String,
+    detail: String,
+}
+
+/// Clones `url` bare into `dir`, or fetches every branch and tag when `dir` already holds it.
+/// The token, when given, travels in the environment (never in arguments or logs).
+pub fn clone_or_fetch(url: &str, dir: &Path, token: Option<&str>) -> Result<PathBuf, CloneError> {
+    let mut cmd = Command::new("git");
+    cmd.env("GIT_TERMINAL_PROMPT", "0");
+    if let Some(t) = token.filter(|_| url.starts_with("https://")) {
+        use base64::Engine as _;
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{t}"));
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+            .env("GIT_CONFIG_VALUE_0", format!("Authorization: Basic {basic}"));
+    }
+    let action = if dir.join("HEAD").is_file() {
+        cmd.arg("-C").arg(dir).args([
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--force",
+            url,
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ]);
+        "fetch"
+    } else {
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        cmd.args(["clone", "--quiet", "--bare", url]).arg(dir);
+        "clone"
+    };
+    let out =
+        cmd.output().map_err(|e| CloneError { action, url: url.into(), detail: e.to_string() })?;
+    if !out.status.success() {
+        return Err(CloneError {
+            action,
+            url: url.into(),
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(dir.to_path_buf())
+}
+
+/// The wiki repository of a clone URL: `<url without .git>.wiki.git`.
+pub fn wiki_url(clone_url: &str) -> String {
+    format!("{}.wiki.git", clone_url.trim_end_matches('/').trim_end_matches(".git"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_names_and_wiki_urls() {
+        assert!(is_repo_name("rust-lang/rust"));
+        assert!(!is_repo_name("./rust"));
+        assert!(!is_repo_name("a/b/c"));
+        assert_eq!(wiki_url("https://github.com/o/r.git"), "https://github.com/o/r.wiki.git");
+        assert_eq!(wiki_url("/tmp/o/r"), "/tmp/o/r.wiki.git");
+    }
+}
