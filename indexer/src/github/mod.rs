@@ -95,6 +95,8 @@ mod tests {
     fn repo_names_and_wiki_urls() {
         assert!(is_repo_name("rust-lang/rust"));
         assert!(!is_repo_name("./rust"));
+        assert!(!is_repo_name("../rust"));
+        assert!(is_repo_name("acme/.github"));
         assert!(!is_repo_name("a/b/c"));
         assert_eq!(wiki_url("https://github.com/o/r.git"), "https://github.com/o/r.wiki.git");
         assert_eq!(wiki_url("/tmp/o/r"), "/tmp/o/r.wiki.git");
