@@ -28,6 +28,10 @@ pub fn is_repo_name(source: &str) -> bool {
         && parts.iter().all(|p| {
             !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         })
+        // Owners start with a letter or digit; `.` and `..` are paths, `.github` is a repo.
+        && parts[0].starts_with(|c: char| c.is_ascii_alphanumeric())
+        && parts[1] != "."
+        && parts[1] != ".."
         && !Path::new(source).exists()
 }
 
