@@ -15,6 +15,7 @@ use hubdex_formats::{
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
+use crate::config::RepoRules;
 use crate::git;
 use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
@@ -39,6 +40,8 @@ pub struct BuildOptions {
     pub clock: Arc<dyn Clock>,
     /// Where clones and previous segments are cached (default ~/.cache/hubdex).
     pub cache: PathBuf,
+    /// Per-repository rules from hubdex.toml (types and paths kept).
+    pub rules: BTreeMap<String, RepoRules>,
 }
 
 impl std::fmt::Debug for BuildOptions {
@@ -69,6 +72,7 @@ impl BuildOptions {
             scope: CrawlScope::default(),
             clock: Arc::new(SystemClock),
             cache: cache_dir(),
+            rules: BTreeMap::new(),
         }
     }
 }
@@ -91,6 +95,10 @@ pub struct BuildReport {
     pub write_seconds: f64,
     pub publish_seconds: f64,
     pub snapshot_bytes: u64,
+    /// GitHub API requests: (all, conditional, answered 304, retried).
+    pub github_requests: (u64, u64, u64, u64),
+    /// Items crawled from the GitHub API, per type.
+    pub github_items: BTreeMap<String, u64>,
 }
 
 impl BuildReport {
@@ -238,13 +246,18 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                 let client = client.as_ref().expect("a client exists when a GitHub source does");
                 let cursor = Cursor::load(&store, repo).await;
                 let quota = client.stats.clone();
-                let api = crawl_api(client, repo, &cursor, &opts.scope, |m| {
+                let scope =
+                    opts.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
+                let api = crawl_api(client, repo, &cursor, &scope, |m| {
                     let left = quota.remaining.load(std::sync::atomic::Ordering::Relaxed);
                     let left = if left == u64::MAX { "?".to_string() } else { left.to_string() };
                     crawl.set_message(format!("crawling {repo}: {m} (quota left {left})"));
                 })
                 .await
                 .with_context(|| format!("crawling {repo} from {}", opts.github_api))?;
+                for (t, n) in &api.counts {
+                    *report.github_items.entry(t.to_string()).or_default() += n;
+                }
                 let clone_url = api.cursor.clone_url.clone().context("GitHub gave no clone_url")?;
                 let web = api.cursor.html_url.clone();
                 let token = opts.github_token.as_deref();
@@ -282,6 +295,10 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                 (rows, content.files)
             }
         };
+        if let Some(rules) = opts.rules.get(repo) {
+            rows.retain(|r| rules.keeps(r));
+            files.retain(|f| rules.keeps_path(&f.path));
+        }
         crawl.finish_and_clear();
         report.crawl_seconds += t.elapsed().as_secs_f64();
 
@@ -330,6 +347,9 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                 segments.push(s.clone());
             }
         }
+    }
+    if let Some(c) = &client {
+        report.github_requests = c.stats.snapshot();
     }
     segments.sort_by(|a, b| a.repo.cmp(&b.repo));
     report.snapshot_bytes = segments.iter().flat_map(|s| &s.files).map(|f| f.bytes).sum();

@@ -3,6 +3,7 @@
 //! The binary `hubdex-index` is a thin CLI over [`build()`].
 
 mod build;
+mod config;
 mod git;
 pub mod github;
 mod local;
@@ -10,6 +11,7 @@ mod markdown;
 mod refs;
 
 pub use build::{BuildOptions, BuildReport, build, default_store};
+pub use config::{Config, RepoConfig, RepoRules};
 pub use git::GitError;
 pub use local::{DIFF_MAX_LINES, cut_diff};
 pub use markdown::{MdChunk, chunk_markdown};

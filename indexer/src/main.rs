@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::Device;
-use hubdex_indexer::{BuildOptions, build, default_store};
+use hubdex_indexer::{BuildOptions, Config, build, default_store};
 
 #[derive(Parser)]
 #[command(name = "hubdex-index", version, about = "Build and publish hubdex snapshots")]
@@ -40,6 +40,9 @@ enum Command {
         /// GitHub API base URL (GitHub Enterprise: https://HOST/api/v3); token from $GITHUB_TOKEN.
         #[arg(long, env = "HUBDEX_GITHUB_API")]
         github_api: Option<String>,
+        /// hubdex.toml: repositories, per-repository types and paths, store, model, API URL.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -57,17 +60,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             exclude,
             allow_unsafe_latest,
             github_api,
+            config,
         } => {
-            let model = model.unwrap_or_else(default_model);
+            let config = match &config {
+                Some(path) => Config::load(path)?,
+                None => Config::default(),
+            };
+            let model = model.or(config.model.clone()).unwrap_or_else(default_model);
             let model_dir = hubdex_formats::resolve_model_dir(&model)
                 .with_context(|| format!("model {model}"))?;
-            let sources = if sources.is_empty() { vec![PathBuf::from(".")] } else { sources };
-            let mut opts =
-                BuildOptions::new(&store.unwrap_or_else(default_store), model_dir, sources);
+            let mut sources = sources;
+            sources.extend(config.repos.iter().map(|r| PathBuf::from(&r.name)));
+            if sources.is_empty() {
+                sources.push(PathBuf::from("."));
+            }
+            let store = store.or(config.store.clone()).unwrap_or_else(default_store);
+            let mut opts = BuildOptions::new(&store, model_dir, sources);
             opts.device = device.parse::<Device>().map_err(anyhow::Error::msg)?;
             opts.exclude = exclude;
             opts.allow_unsafe_latest = allow_unsafe_latest;
-            if let Some(api) = github_api {
+            opts.rules = config.rules()?;
+            if let Some(api) = github_api.or(config.github_api.clone()) {
                 opts.github_api = api;
             }
             let r = build(&opts).await?;
@@ -90,6 +103,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 r.other_seconds(),
                 rows_per_s(r.rows, r.other_seconds())
             );
+            if r.github_requests.0 > 0 {
+                let items: Vec<String> =
+                    r.github_items.iter().map(|(t, n)| format!("{n} {t}")).collect();
+                eprintln!(
+                    "GitHub: {} requests ({} conditional, {} unchanged 304s, {} retried); crawled {}",
+                    r.github_requests.0,
+                    r.github_requests.1,
+                    r.github_requests.2,
+                    r.github_requests.3,
+                    if items.is_empty() { "nothing new".to_string() } else { items.join(", ") }
+                );
+            }
             if r.published {
                 eprintln!("published snapshot {}", r.snapshot);
             } else {

@@ -286,3 +286,68 @@ fn the_token_is_sent_and_never_printed() {
     let o = e.options();
     assert!(!format!("{o:?}").contains("ghp_testtoken"));
 }
+
+#[test]
+fn the_command_line_builds_from_a_config_file_and_queries_by_type() {
+    let e = env();
+    let config = e.dir.path().join("hubdex.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"{}\"\ngithub_api = \"{}\"\n\n[[repos]]\nname = \"acme/widgets\"\nexclude_types = [\"release\"]\n\n[[repos]]\nname = \"acme/gadgets\"\n",
+            e.store().display(),
+            e.fake.base
+        ),
+    )
+    .unwrap();
+    let run = |bin: &str, args: &[&str]| {
+        let out = Command::new(hubdex_tests::bin(bin))
+            .args(args)
+            .env("GITHUB_TOKEN", "ghp_secret_for_cli")
+            .env("HUBDEX_CACHE", e.dir.path().join("cli-cache"))
+            .env("HUBDEX_MODEL_DIR", model_dir())
+            .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{bin} {args:?}: {stderr}");
+        assert!(!stderr.contains("ghp_secret_for_cli"), "the token never appears in output");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+    };
+    let (_, stderr) = run("hubdex-index", &["build", "--config", config.to_str().unwrap()]);
+    assert!(stderr.contains("GitHub: ") && stderr.contains("pr_review_comment"), "{stderr}");
+    let store = e.store().display().to_string();
+    let (stdout, _) = run(
+        "hubdex",
+        &[
+            "--store",
+            &store,
+            "query",
+            "unwrap can panic on empty input",
+            "--type",
+            "pr_review_comment",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["results"][0]["type"], json!("pr_review_comment"), "{v}");
+    let (stdout, _) = run(
+        "hubdex",
+        &[
+            "--store",
+            &store,
+            "query",
+            "widgets release",
+            "--type",
+            "release",
+            "--repo",
+            "acme/widgets",
+            "--json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["count"], json!(0), "releases were excluded by the config: {v}");
+    let (_, stderr) = run("hubdex-index", &["build", "--config", config.to_str().unwrap()]);
+    assert!(stderr.contains("nothing changed"), "{stderr}");
+    assert!(stderr.contains("5 requests (5 conditional, 5 unchanged 304s"), "{stderr}");
+}
