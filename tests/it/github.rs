@@ -351,3 +351,40 @@ fn the_command_line_builds_from_a_config_file_and_queries_by_type() {
     assert!(stderr.contains("nothing changed"), "{stderr}");
     assert!(stderr.contains("5 requests (5 conditional, 5 unchanged 304s"), "{stderr}");
 }
+
+#[test]
+fn an_item_that_failed_is_retried_next_run_and_the_watermark_waits_for_it() {
+    let e = env();
+    let pr8 = e.fake.state.lock().unwrap().repos["acme/widgets"].pulls[&8].clone();
+    e.fake.edit("acme/widgets", |r| {
+        r.pulls.remove(&8);
+    });
+    let first = e.build().unwrap();
+    assert!(first.published, "one failed item does not stop the rest");
+    let rows = e.rows("acme/widgets");
+    assert!(!rows.iter().any(|r| r.number == Some(8)), "PR 8 failed and is not indexed yet");
+    assert_eq!(of(&rows, "pull_request").len(), 5);
+    let cursor: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(e.store().join("state/acme/widgets/cursor.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(cursor["pending"][0]["number"], json!(8), "{cursor}");
+    assert_eq!(
+        cursor["watermark"],
+        json!("2024-03-05T12:00:00Z"),
+        "the watermark stops at PR 8's update time"
+    );
+
+    e.fake.edit("acme/widgets", |r| {
+        r.pulls.insert(8, pr8);
+    });
+    let second = e.build().unwrap();
+    assert!(second.published);
+    let rows = e.rows("acme/widgets");
+    assert_eq!(of(&rows, "pull_request").len(), 6, "PR 8 is indexed on the next run");
+    let cursor: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(e.store().join("state/acme/widgets/cursor.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(cursor["pending"], json!([]));
+}
