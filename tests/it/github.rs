@@ -63,6 +63,10 @@ fn small_repo(dir: &Path, files: &[(&str, &str)]) {
 }
 
 fn env() -> Env {
+    env_at("")
+}
+
+fn env_at(prefix: &str) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let widgets = dir.path().join("git/widgets");
     make_repo(&widgets);
@@ -76,7 +80,7 @@ fn env() -> Env {
     );
     let gadgets = dir.path().join("git/gadgets");
     small_repo(&gadgets, &[("README.md", "# Gadgets\n\nFirmware for gadgets.\n")]);
-    let fake = FakeGitHub::start(Default::default());
+    let fake = FakeGitHub::start_at(Default::default(), prefix);
     fake.set_repos(ghdata::fake_repos(&fake.base, &widgets, &gadgets));
     let clock = Arc::new(FakeClock { now: Mutex::new(Utc::now()), sleeps: Mutex::new(Vec::new()) });
     Env { dir, fake, clock }
@@ -387,4 +391,16 @@ fn an_item_that_failed_is_retried_next_run_and_the_watermark_waits_for_it() {
     )
     .unwrap();
     assert_eq!(cursor["pending"], json!([]));
+}
+
+#[test]
+fn a_github_enterprise_base_url_works_the_same_way() {
+    // This fake answers only under /api/v3: a request that lost the prefix gets a 404.
+    let e = env_at("/api/v3");
+    assert!(e.fake.base.ends_with("/api/v3"));
+    let report = e.build().unwrap();
+    assert!(report.published);
+    assert_eq!(of(&e.rows("acme/widgets"), "issue").len(), 19);
+    let log = e.fake.take_log();
+    assert!(log.iter().all(|l| l.status == 200), "every request reached the prefixed API: {log:?}");
 }

@@ -288,6 +288,14 @@ async fn releases(
 impl FakeGitHub {
     /// Starts the fake on a free loopback port, on its own thread and runtime.
     pub fn start(repos: BTreeMap<String, FakeRepo>) -> FakeGitHub {
+        Self::start_at(repos, "")
+    }
+
+    /// Starts the fake serving the API under `prefix` only (`/api/v3`, as GitHub Enterprise
+    /// Server does); `base` includes the prefix.
+    pub fn start_at(repos: BTreeMap<String, FakeRepo>, prefix: &str) -> FakeGitHub {
+        let prefix = prefix.to_string();
+        let prefix_for_base = prefix.clone();
         let state = Arc::new(Mutex::new(FakeState { repos, ..FakeState::default() }));
         let (tx, rx) = std::sync::mpsc::channel();
         let st = state.clone();
@@ -307,13 +315,14 @@ impl FakeGitHub {
                     .route("/repos/{o}/{n}/pulls/{num}/comments", get(review_comments))
                     .route("/repos/{o}/{n}/releases", get(releases))
                     .with_state(st);
+                let app = if prefix.is_empty() { app } else { Router::new().nest(&prefix, app) };
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
                 tx.send(listener.local_addr().expect("addr")).expect("send addr");
                 axum::serve(listener, app).await.expect("serve");
             });
         });
         let addr = rx.recv().expect("fake started");
-        let base = format!("http://{addr}");
+        let base = format!("http://{addr}{}", prefix_for_base);
         state.lock().expect("fake state").base = base.clone();
         FakeGitHub { state, base }
     }
