@@ -175,6 +175,32 @@ impl Store {
         Ok(out)
     }
 
+    /// Keys of every object under `prefix` with their last-modified times.
+    pub async fn list_with_times(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>, StoreError> {
+        let p = ObjectPath::from(prefix);
+        let mut out = Vec::new();
+        let mut s = self.inner.list(Some(&p));
+        while let Some(m) = s.next().await {
+            let m = m.map_err(obj(prefix))?;
+            out.push((m.location.to_string(), m.last_modified));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Moves an object: writes it under `to`, then deletes `from`.
+    pub async fn rename(&self, from: &str, to: &str) -> Result<(), StoreError> {
+        let bytes = self
+            .get_opt(from)
+            .await?
+            .ok_or_else(|| FormatError::MissingFile { path: from.to_string() })?;
+        self.put(to, bytes.to_vec()).await?;
+        self.delete(from).await
+    }
+
     /// LATEST, or `None` when nothing was published yet.
     pub async fn latest(&self) -> Result<Option<Latest>, StoreError> {
         Ok(self.latest_versioned().await?.map(|(l, _)| l))
@@ -193,15 +219,16 @@ impl Store {
         }
     }
 
-    /// The ids of every published snapshot, oldest first.
+    /// The ids of every published snapshot (those with a manifest), oldest first.
     pub async fn snapshots(&self) -> Result<Vec<String>, StoreError> {
-        let res = self
-            .inner
-            .list_with_delimiter(Some(&ObjectPath::from("snapshots")))
-            .await
-            .map_err(obj("snapshots/"))?;
-        let mut ids: Vec<String> =
-            res.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_string)).collect();
+        let mut ids: Vec<String> = self
+            .list("snapshots")
+            .await?
+            .iter()
+            .filter_map(|k| {
+                k.strip_prefix("snapshots/")?.strip_suffix("/manifest.json").map(str::to_string)
+            })
+            .collect();
         ids.sort();
         Ok(ids)
     }

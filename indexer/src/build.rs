@@ -368,7 +368,11 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        snapshot: snapshot_id(now, seed.as_bytes()),
+        snapshot: next_snapshot_id(
+            now,
+            seed.as_bytes(),
+            prev.as_ref().map(|p| p.snapshot.as_str()),
+        ),
         created_at: now,
         parent: prev.as_ref().map(|p| p.snapshot.clone()),
         model,
@@ -390,6 +394,19 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     Ok(report)
 }
 
+/// A snapshot id that sorts after `parent` even when both fall in the same second (ids have
+/// one-second resolution, then a hash): time moves on a second until it does.
+fn next_snapshot_id(now: chrono::DateTime<Utc>, seed: &[u8], parent: Option<&str>) -> String {
+    let mut at = now;
+    loop {
+        let id = snapshot_id(at, seed);
+        if parent.is_none_or(|p| id.as_str() > p) {
+            return id;
+        }
+        at += chrono::Duration::seconds(1);
+    }
+}
+
 async fn save_cursors(store: &Store, cursors: &[(String, Cursor)]) -> anyhow::Result<()> {
     for (repo, c) in cursors {
         c.save(store, repo).await.with_context(|| format!("saving the crawl cursor of {repo}"))?;
@@ -400,4 +417,20 @@ async fn save_cursors(store: &Store, cursors: &[(String, Cursor)]) -> anyhow::Re
 /// A store path relative to the current directory or a URL, as given.
 pub fn default_store() -> String {
     std::env::var("HUBDEX_STORE").unwrap_or_else(|_| "./.hubdex/store".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_id_sorts_after_its_parent_within_one_second() {
+        let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        for seed in [b"a".as_slice(), b"b", b"c", b"d"] {
+            let parent = snapshot_id(now, b"zzz");
+            let id = next_snapshot_id(now, seed, Some(&parent));
+            assert!(id > parent, "{id} <= {parent}");
+        }
+        assert_eq!(next_snapshot_id(now, b"a", None), snapshot_id(now, b"a"));
+    }
 }

@@ -4,15 +4,40 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
-use hubdex_formats::Device;
-use hubdex_indexer::{BuildOptions, Config, build, default_store};
+use clap::{Args, Parser, Subcommand};
+use hubdex_formats::{Device, Store};
+use hubdex_indexer::{
+    BuildOptions, BuildReport, Config, build, default_store, delta, gc, parse_duration,
+};
 
 #[derive(Parser)]
 #[command(name = "hubdex-index", version, about = "Build and publish hubdex snapshots")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// What every build-like command shares.
+#[derive(Args)]
+struct Common {
+    /// Store URL or directory (file://, memory://, s3://, gs://, az://).
+    #[arg(long, env = "HUBDEX_STORE")]
+    store: Option<String>,
+    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
+    #[arg(long, env = "HUBDEX_MODEL_DIR")]
+    model: Option<String>,
+    /// Where to run the model.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
+    device: String,
+    /// Overwrite LATEST on stores that cannot update it conditionally.
+    #[arg(long)]
+    allow_unsafe_latest: bool,
+    /// GitHub API base URL (GitHub Enterprise: https://HOST/api/v3); token from $GITHUB_TOKEN.
+    #[arg(long, env = "HUBDEX_GITHUB_API")]
+    github_api: Option<String>,
+    /// hubdex.toml: repositories, per-repository types and paths, store, model, API URL.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -22,27 +47,27 @@ enum Command {
         /// owner/name of GitHub repositories, local git repositories, or directories searched
         /// for them (default: .).
         sources: Vec<PathBuf>,
-        /// Store URL or directory (file://, memory://, s3://, gs://, az://).
-        #[arg(long, env = "HUBDEX_STORE")]
-        store: Option<String>,
-        /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
-        #[arg(long, env = "HUBDEX_MODEL_DIR")]
-        model: Option<String>,
-        /// Where to run the model.
-        #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
-        device: String,
         /// Glob of directories (relative to a SOURCE) not to search for repositories.
         #[arg(long)]
         exclude: Vec<String>,
-        /// Overwrite LATEST on stores that cannot update it conditionally.
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Rebuild the repositories the webhook queue names, publish, then mark the entries done.
+    Delta {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Delete snapshots beyond the newest N (never pinned ones) and unreferenced segments.
+    Gc {
+        /// Snapshots to keep, newest first (the current and pinned ones are always kept).
         #[arg(long)]
-        allow_unsafe_latest: bool,
-        /// GitHub API base URL (GitHub Enterprise: https://HOST/api/v3); token from $GITHUB_TOKEN.
-        #[arg(long, env = "HUBDEX_GITHUB_API")]
-        github_api: Option<String>,
-        /// hubdex.toml: repositories, per-repository types and paths, store, model, API URL.
-        #[arg(long)]
-        config: Option<PathBuf>,
+        keep: usize,
+        /// Leave unreferenced segments younger than this (a build may be uploading them).
+        #[arg(long, default_value = "24h")]
+        grace: String,
+        #[arg(long, env = "HUBDEX_STORE")]
+        store: Option<String>,
     },
 }
 
@@ -50,80 +75,107 @@ fn default_model() -> String {
     hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8").display().to_string()
 }
 
+fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {
+    let config = match &common.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let model = common.model.or(config.model.clone()).unwrap_or_else(default_model);
+    let model_dir =
+        hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+    sources.extend(config.repos.iter().map(|r| PathBuf::from(&r.name)));
+    let store = common.store.or(config.store.clone()).unwrap_or_else(default_store);
+    let mut opts = BuildOptions::new(&store, model_dir, sources);
+    opts.device = common.device.parse::<Device>().map_err(anyhow::Error::msg)?;
+    opts.allow_unsafe_latest = common.allow_unsafe_latest;
+    opts.rules = config.rules()?;
+    if let Some(api) = common.github_api.or(config.github_api.clone()) {
+        opts.github_api = api;
+    }
+    Ok(opts)
+}
+
+fn print_report(r: &BuildReport) {
+    let rows_per_s = |rows: u64, s: f64| if s > 0.0 { rows as f64 / s } else { 0.0 };
+    eprintln!(
+        "{} rows from {} repositories: embedded {}, reused {} unchanged vectors",
+        r.rows, r.repos, r.embedded, r.reused
+    );
+    eprintln!(
+        "segments: {} written, {} unchanged; snapshot {} bytes ({:.0} bytes/row)",
+        r.segments_written,
+        r.segments_unchanged,
+        r.snapshot_bytes,
+        if r.rows > 0 { r.snapshot_bytes as f64 / r.rows as f64 } else { 0.0 }
+    );
+    eprintln!(
+        "time: embedding {:.2}s ({:.0} rows/s), the rest {:.2}s ({:.0} rows/s)",
+        r.embed_seconds,
+        rows_per_s(r.embedded, r.embed_seconds),
+        r.other_seconds(),
+        rows_per_s(r.rows, r.other_seconds())
+    );
+    if r.github_requests.0 > 0 {
+        let items: Vec<String> = r.github_items.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        eprintln!(
+            "GitHub: {} requests ({} conditional, {} unchanged 304s, {} retried); crawled {}",
+            r.github_requests.0,
+            r.github_requests.1,
+            r.github_requests.2,
+            r.github_requests.3,
+            if items.is_empty() { "nothing new".to_string() } else { items.join(", ") }
+        );
+    }
+    if r.published {
+        eprintln!("published snapshot {}", r.snapshot);
+    } else {
+        eprintln!("nothing changed: snapshot {} stays current", r.snapshot);
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Build {
-            sources,
-            store,
-            model,
-            device,
-            exclude,
-            allow_unsafe_latest,
-            github_api,
-            config,
-        } => {
-            let config = match &config {
-                Some(path) => Config::load(path)?,
-                None => Config::default(),
-            };
-            let model = model.or(config.model.clone()).unwrap_or_else(default_model);
-            let model_dir = hubdex_formats::resolve_model_dir(&model)
-                .with_context(|| format!("model {model}"))?;
-            let mut sources = sources;
-            sources.extend(config.repos.iter().map(|r| PathBuf::from(&r.name)));
-            if sources.is_empty() {
-                sources.push(PathBuf::from("."));
+        Command::Build { sources, exclude, common } => {
+            let has_config = common.config.is_some();
+            let mut opts = options(common, sources)?;
+            if opts.sources.is_empty() && !has_config {
+                opts.sources.push(PathBuf::from("."));
             }
-            let store = store.or(config.store.clone()).unwrap_or_else(default_store);
-            let mut opts = BuildOptions::new(&store, model_dir, sources);
-            opts.device = device.parse::<Device>().map_err(anyhow::Error::msg)?;
             opts.exclude = exclude;
-            opts.allow_unsafe_latest = allow_unsafe_latest;
-            opts.rules = config.rules()?;
-            if let Some(api) = github_api.or(config.github_api.clone()) {
-                opts.github_api = api;
-            }
             let r = build(&opts).await?;
-            let rows_per_s = |rows: u64, s: f64| if s > 0.0 { rows as f64 / s } else { 0.0 };
-            eprintln!(
-                "{} rows from {} repositories: embedded {}, reused {} unchanged vectors",
-                r.rows, r.repos, r.embedded, r.reused
-            );
-            eprintln!(
-                "segments: {} written, {} unchanged; snapshot {} bytes ({:.0} bytes/row)",
-                r.segments_written,
-                r.segments_unchanged,
-                r.snapshot_bytes,
-                if r.rows > 0 { r.snapshot_bytes as f64 / r.rows as f64 } else { 0.0 }
-            );
-            eprintln!(
-                "time: embedding {:.2}s ({:.0} rows/s), the rest {:.2}s ({:.0} rows/s)",
-                r.embed_seconds,
-                rows_per_s(r.embedded, r.embed_seconds),
-                r.other_seconds(),
-                rows_per_s(r.rows, r.other_seconds())
-            );
-            if r.github_requests.0 > 0 {
-                let items: Vec<String> =
-                    r.github_items.iter().map(|(t, n)| format!("{n} {t}")).collect();
-                eprintln!(
-                    "GitHub: {} requests ({} conditional, {} unchanged 304s, {} retried); crawled {}",
-                    r.github_requests.0,
-                    r.github_requests.1,
-                    r.github_requests.2,
-                    r.github_requests.3,
-                    if items.is_empty() { "nothing new".to_string() } else { items.join(", ") }
-                );
-            }
-            if r.published {
-                eprintln!("published snapshot {}", r.snapshot);
-            } else {
-                eprintln!("nothing changed: snapshot {} stays current", r.snapshot);
-            }
+            print_report(&r);
             println!("{}", r.snapshot);
-            Ok(())
+        }
+        Command::Delta { common } => {
+            let opts = options(common, Vec::new())?;
+            let r = delta(&opts).await?;
+            for key in &r.unreadable {
+                eprintln!("warning: {key} is not a queue entry; left pending");
+            }
+            match &r.build {
+                None => eprintln!("the delta queue is empty: nothing to do"),
+                Some(b) => {
+                    let repos: Vec<String> =
+                        r.repos.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+                    eprintln!("queue entries consumed: {}", repos.join(", "));
+                    print_report(b);
+                    println!("{}", b.snapshot);
+                }
+            }
+        }
+        Command::Gc { keep, grace, store } => {
+            let store = Store::open(&store.unwrap_or_else(default_store))?;
+            let r = gc(&store, keep, parse_duration(&grace)?, chrono::Utc::now()).await?;
+            eprintln!(
+                "kept {} snapshots; deleted {} snapshots and {} segments; {} unreferenced segments are younger than {grace}",
+                r.kept_snapshots.len(),
+                r.deleted_snapshots.len(),
+                r.deleted_segments.len(),
+                r.young_segments.len()
+            );
         }
     }
+    Ok(())
 }
 
 fn main() -> ExitCode {

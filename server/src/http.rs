@@ -23,6 +23,10 @@ use crate::args::ToolError;
 use crate::mcp::HubdexMcp;
 use crate::state::AppState;
 use crate::tools::call_tool_via;
+use crate::webhook::{WebhookConfig, github_webhook};
+
+/// Where GitHub delivers webhooks (authenticated by signature, not by the bearer token).
+pub(crate) const WEBHOOK_PATH: &str = "/webhooks/github";
 
 /// Largest request body accepted (413 beyond).
 pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -39,8 +43,10 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted besides loopback ones, as `scheme://host[:port]`.
     pub allowed_origins: Vec<String>,
-    /// When set, every route but `/healthz` needs `Authorization: Bearer <token>`.
+    /// When set, every route but `/healthz` and the webhook needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// When set, `POST /webhooks/github` verifies deliveries with this secret and queues them.
+    pub webhook: Option<WebhookConfig>,
 }
 
 struct Guard {
@@ -109,7 +115,7 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
             StatusCode::FORBIDDEN,
             &format!("Origin {origin:?} is not allowed (see --allowed-origin)"),
         )
-    } else if req.uri().path() != "/healthz" && !g.token_ok(headers) {
+    } else if !["/healthz", WEBHOOK_PATH].contains(&req.uri().path()) && !g.token_ok(headers) {
         let mut r = error_response(
             StatusCode::UNAUTHORIZED,
             "a bearer token is required: Authorization: Bearer <token>",
@@ -220,8 +226,15 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
     };
     let mcp_router =
         Router::new().nest_service("/mcp", mcp).layer(middleware::from_fn(refuse_batches));
+    let webhook_router = match &opts.webhook {
+        Some(w) => Router::new()
+            .route(WEBHOOK_PATH, post(github_webhook))
+            .with_state((state.clone(), Arc::new(w.clone()))),
+        None => Router::new(),
+    };
     Router::new()
         .merge(mcp_router)
+        .merge(webhook_router)
         .route("/v1/search", rest_route("search"))
         .route("/v1/scan", rest_route("scan"))
         .route("/v1/fetch", rest_route("fetch"))

@@ -15,6 +15,7 @@ mod search;
 mod snapshot;
 mod state;
 mod tools;
+mod webhook;
 
 pub use args::{Args, ToolError};
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
@@ -23,6 +24,7 @@ pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, Sort, search, snippet};
-pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot};
+pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot, pull_snapshot};
 pub use state::AppState;
 pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};
+pub use webhook::{WebhookConfig, verify_signature};

@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{Device, Embedder, Store};
 use hubdex_server::{
-    AppState, HttpOptions, HubdexMcp, call_tool_via, default_cache, open_snapshot, serve_http,
+    AppState, HttpOptions, HubdexMcp, WebhookConfig, call_tool_via, default_cache, open_snapshot,
+    serve_http,
 };
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
@@ -67,6 +68,13 @@ enum Command {
         /// File holding the bearer token HTTP clients must send (or set $HUBDEX_TOKEN).
         #[arg(long = "token-file")]
         token_file: Option<PathBuf>,
+        /// How often to check LATEST for a new snapshot (seconds).
+        #[arg(long = "poll-interval", default_value_t = 30)]
+        poll_interval: u64,
+        /// File holding the GitHub webhook secret (or $HUBDEX_WEBHOOK_SECRET): enables
+        /// POST /webhooks/github, which queues delta rebuilds.
+        #[arg(long = "webhook-secret-file")]
+        webhook_secret_file: Option<PathBuf>,
         /// Host header values to accept besides loopback (needed when serving a public name).
         #[arg(long = "allowed-host")]
         allowed_hosts: Vec<String>,
@@ -74,8 +82,14 @@ enum Command {
         #[arg(long = "allowed-origin")]
         allowed_origins: Vec<String>,
     },
-    /// List the store's snapshots, newest last, marking the current one.
+    /// List the store's snapshots, newest last, marking the current and pinned ones.
     Snapshots,
+    /// Pin a snapshot: gc keeps it (and every segment it needs) until it is unpinned.
+    Pin { id: String },
+    /// Unpin a snapshot.
+    Unpin { id: String },
+    /// Download a snapshot (an id, or `latest`) into DIR as a store of its own, verified.
+    Pull { id: String, dir: PathBuf },
 }
 
 fn default_model() -> String {
@@ -141,10 +155,47 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if ids.is_empty() {
                 anyhow::bail!("store {} holds no snapshot yet", store.url());
             }
+            let pins = store.list("pins").await?;
             for id in ids {
-                let mark = if Some(&id) == current.as_ref() { " (current)" } else { "" };
-                println!("{id}{mark}");
+                let mut marks = Vec::new();
+                if Some(&id) == current.as_ref() {
+                    marks.push("current");
+                }
+                if pins.contains(&format!("pins/{id}")) {
+                    marks.push("pinned");
+                }
+                let marks = if marks.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", marks.join(", "))
+                };
+                println!("{id}{marks}");
             }
+            Ok(())
+        }
+        Command::Pin { id } => {
+            store.manifest(id).await?;
+            let body = json!({"snapshot": id, "pinned_at": chrono::Utc::now()});
+            store.put(&format!("pins/{id}"), serde_json::to_vec(&body)?).await?;
+            eprintln!("pinned {id}: gc keeps it until `hubdex unpin {id}`");
+            Ok(())
+        }
+        Command::Unpin { id } => {
+            if !store.exists(&format!("pins/{id}")).await? {
+                anyhow::bail!("snapshot {id} is not pinned");
+            }
+            store.delete(&format!("pins/{id}")).await?;
+            eprintln!("unpinned {id}");
+            Ok(())
+        }
+        Command::Pull { id, dir } => {
+            let pulled = hubdex_server::pull_snapshot(&store, id, dir).await?;
+            eprintln!(
+                "pulled snapshot {pulled} into {}: `hubdex --store {} query ...` works offline",
+                dir.display(),
+                dir.display()
+            );
+            println!("{pulled}");
             Ok(())
         }
         Command::Query { text, json, top_k, types, repo, fusion, snapshot } => {
@@ -170,8 +221,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve { stdio, http, allowed_hosts, allowed_origins, token_file } => {
+        Command::Serve {
+            stdio,
+            http,
+            allowed_hosts,
+            allowed_origins,
+            token_file,
+            webhook_secret_file,
+            poll_interval,
+        } => {
             let state = load_state(&cli, store).await?;
+            if *poll_interval > 0 {
+                state.spawn_poller(std::time::Duration::from_secs(*poll_interval));
+            }
             if *stdio {
                 let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
                 service.waiting().await?;
@@ -191,10 +253,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         "the bearer token is empty: put a secret in --token-file or $HUBDEX_TOKEN"
                     );
                 }
+                let secret = match webhook_secret_file {
+                    Some(p) => Some(
+                        std::fs::read_to_string(p)
+                            .with_context(|| {
+                                format!("reading --webhook-secret-file {}", p.display())
+                            })?
+                            .trim()
+                            .to_string(),
+                    ),
+                    None => {
+                        std::env::var("HUBDEX_WEBHOOK_SECRET").ok().map(|t| t.trim().to_string())
+                    }
+                };
+                if secret.as_deref() == Some("") {
+                    anyhow::bail!(
+                        "the webhook secret is empty: put it in --webhook-secret-file or $HUBDEX_WEBHOOK_SECRET"
+                    );
+                }
                 let opts = HttpOptions {
                     allowed_hosts: allowed_hosts.clone(),
                     allowed_origins: allowed_origins.clone(),
                     token,
+                    webhook: secret.map(|s| WebhookConfig { secret: s.into_bytes() }),
                 };
                 serve_http(state, *addr, &opts).await
             } else {

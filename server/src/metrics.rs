@@ -41,6 +41,8 @@ pub struct Metrics {
     http: Family<HttpLabels, Counter>,
     snapshot: Family<SnapshotLabels, Gauge>,
     snapshot_created: Gauge<i64>,
+    swaps: Counter,
+    swap_failures: Counter,
     current: Mutex<String>,
 }
 
@@ -79,6 +81,18 @@ impl Default for Metrics {
             "Creation time of the served snapshot; its age is time() minus this",
             snapshot_created.clone(),
         );
+        let swaps = Counter::default();
+        let swap_failures = Counter::default();
+        registry.register(
+            "snapshot_swaps",
+            "Snapshots swapped in after LATEST moved",
+            swaps.clone(),
+        );
+        registry.register(
+            "snapshot_swap_failures",
+            "New snapshots refused (verification or open failed); the current one kept serving",
+            swap_failures.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -87,6 +101,8 @@ impl Default for Metrics {
             http,
             snapshot,
             snapshot_created,
+            swaps,
+            swap_failures,
             current: Mutex::new(String::new()),
         }
     }
@@ -119,6 +135,15 @@ impl Metrics {
         self.snapshot.get_or_create(&SnapshotLabels { snapshot: id.to_string() }).set(1);
         self.snapshot_created.set(created_at.timestamp());
         *current = id.to_string();
+    }
+
+    /// Records a swap to a new snapshot, or a refused one.
+    pub(crate) fn swap(&self, ok: bool) {
+        if ok {
+            self.swaps.inc()
+        } else {
+            self.swap_failures.inc()
+        };
     }
 
     /// The text exposition format.

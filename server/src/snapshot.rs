@@ -84,3 +84,31 @@ pub async fn open_snapshot(
     }
     Ok(Arc::new(OpenSnapshot::new(manifest, segments)))
 }
+
+/// Downloads snapshot `id` (or the current one for `latest`) into `dir` as a store of its
+/// own: its manifest, every segment (each file verified against its sha256 as it is copied),
+/// and a LATEST naming it. `hubdex --store DIR query|serve` then needs no network.
+pub async fn pull_snapshot(store: &Store, id: &str, dir: &Path) -> Result<String, OpenError> {
+    let (manifest, sha) = if id == "latest" {
+        let m = store.latest_manifest().await?;
+        let id = m.snapshot.clone();
+        store.manifest(&id).await?
+    } else {
+        store.manifest(id).await?
+    };
+    let target = Store::open(&dir.display().to_string())?;
+    for seg in &manifest.segments {
+        // Verified into DIR/segments/<id>/ exactly as the cache would hold it.
+        store.fetch_segment(seg, dir).await?;
+    }
+    let key = format!("snapshots/{}/manifest.json", manifest.snapshot);
+    let bytes = store.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
+        id: manifest.snapshot.clone(),
+        url: store.url().to_string(),
+    })?;
+    target.put(&key, bytes.to_vec()).await?;
+    let latest =
+        hubdex_formats::Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha };
+    target.put(hubdex_formats::LATEST, latest.to_bytes()).await?;
+    Ok(manifest.snapshot)
+}

@@ -95,3 +95,59 @@ impl AppState {
         Some(s)
     }
 }
+
+impl AppState {
+    /// Checks LATEST once: when it names a new snapshot, downloads and verifies its missing
+    /// segments, opens it and swaps it in atomically. Requests in flight keep the snapshot
+    /// they started on (they hold its `Arc`). A snapshot that fails is logged, counted and
+    /// skipped; the current one keeps serving. Returns the id served afterwards.
+    pub async fn refresh(&self) -> String {
+        let current = self.current.load_full();
+        let latest = match self.store.latest().await {
+            Ok(Some(l)) => l.snapshot,
+            Ok(None) => return current.id().to_string(),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading LATEST failed; keeping the current snapshot");
+                return current.id().to_string();
+            }
+        };
+        if latest == current.id() {
+            return latest;
+        }
+        match open_snapshot(&self.store, &self.cache, None).await {
+            Ok(next)
+                if next.manifest.model.model_sha256 != self.embedder.identity().model_sha256 =>
+            {
+                tracing::error!(snapshot = %next.id(), "new snapshot was built with another model; keeping the current one");
+                self.metrics.swap(false);
+            }
+            Ok(next) => {
+                tracing::info!(from = %current.id(), to = %next.id(), "swapped to the new snapshot");
+                self.metrics.serving(next.id(), next.manifest.created_at);
+                self.metrics.swap(true);
+                self.current.store(next);
+            }
+            Err(e) => {
+                tracing::error!(snapshot = %latest, error = %e, "new snapshot refused; keeping the current one");
+                self.metrics.swap(false);
+            }
+        }
+        self.current.load().id().to_string()
+    }
+
+    /// The Prometheus text of this server's metrics.
+    pub fn metrics_text(&self) -> String {
+        self.metrics.encode()
+    }
+
+    /// Polls LATEST every `interval` until the process ends.
+    pub fn spawn_poller(self: &Arc<Self>, interval: std::time::Duration) {
+        let state = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                state.refresh().await;
+            }
+        });
+    }
+}

@@ -19,7 +19,7 @@ use crate::fixture::{runtime, state};
 
 /// Time that passes only when the crawler sleeps: every wait is recorded, none is real.
 #[derive(Debug)]
-struct FakeClock {
+pub(crate) struct FakeClock {
     now: Mutex<DateTime<Utc>>,
     sleeps: Mutex<Vec<Duration>>,
 }
@@ -35,10 +35,10 @@ impl Clock for FakeClock {
     }
 }
 
-struct Env {
-    dir: tempfile::TempDir,
-    fake: FakeGitHub,
-    clock: Arc<FakeClock>,
+pub(crate) struct Env {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) fake: FakeGitHub,
+    pub(crate) clock: Arc<FakeClock>,
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -62,7 +62,7 @@ fn small_repo(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["commit", "-q", "-m", "Initial pages"]);
 }
 
-fn env() -> Env {
+pub(crate) fn env() -> Env {
     env_at("")
 }
 
@@ -87,11 +87,11 @@ fn env_at(prefix: &str) -> Env {
 }
 
 impl Env {
-    fn store(&self) -> PathBuf {
+    pub(crate) fn store(&self) -> PathBuf {
         self.dir.path().join("store")
     }
 
-    fn options(&self) -> BuildOptions {
+    pub(crate) fn options(&self) -> BuildOptions {
         let mut o = BuildOptions::new(
             &self.store().display().to_string(),
             model_dir(),
@@ -104,7 +104,7 @@ impl Env {
         o
     }
 
-    fn build(&self) -> anyhow::Result<BuildReport> {
+    pub(crate) fn build(&self) -> anyhow::Result<BuildReport> {
         runtime().block_on(build(&self.options()))
     }
 

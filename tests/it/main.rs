@@ -8,5 +8,6 @@ mod fixture;
 mod github;
 mod golden;
 mod http;
+mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;

@@ -1,0 +1,164 @@
+//! The snapshot lifecycle on the indexer side: consuming the webhook delta queue, and
+//! garbage-collecting snapshots and segments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use chrono::{DateTime, Duration, Utc};
+use hubdex_formats::{Manifest, Store};
+use serde::Deserialize;
+
+use crate::build::{BuildOptions, BuildReport, build};
+
+/// One queued delta request, as the server's webhook wrote it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueEntry {
+    pub delivery: String,
+    pub repo: String,
+    pub event: String,
+    #[serde(default)]
+    pub numbers: Vec<i64>,
+}
+
+/// What a delta run did.
+#[derive(Debug, Default)]
+pub struct DeltaReport {
+    /// Entries consumed, per repository.
+    pub repos: BTreeMap<String, usize>,
+    /// Entries that could not be read (left pending, named in the log).
+    pub unreadable: Vec<String>,
+    pub build: Option<BuildReport>,
+}
+
+/// Reads the pending queue, rebuilds the repositories it names (incrementally, reusing every
+/// unchanged vector and every untouched segment), publishes, and only then moves the entries
+/// it covered to `queue/done/`. A crash before publishing leaves them pending; a rerun is safe.
+pub async fn delta(template: &BuildOptions) -> anyhow::Result<DeltaReport> {
+    let store = Store::open(&template.store)?;
+    let mut report = DeltaReport::default();
+    let mut covered: Vec<String> = Vec::new();
+    for key in store.list("queue/pending").await? {
+        let Some(bytes) = store.get_opt(&key).await? else { continue };
+        match serde_json::from_slice::<QueueEntry>(&bytes) {
+            Ok(e) => {
+                *report.repos.entry(e.repo.clone()).or_default() += 1;
+                covered.push(key);
+            }
+            Err(err) => {
+                tracing::warn!(key, error = %err, "unreadable queue entry left pending");
+                report.unreadable.push(key);
+            }
+        }
+    }
+    if report.repos.is_empty() {
+        return Ok(report);
+    }
+    let mut opts = template.clone();
+    opts.sources = report.repos.keys().map(PathBuf::from).collect();
+    let built = build(&opts).await.context("rebuilding the queued repositories")?;
+    for key in &covered {
+        let done = key.replacen("queue/pending/", "queue/done/", 1);
+        store.rename(key, &done).await?;
+    }
+    report.build = Some(built);
+    Ok(report)
+}
+
+/// What gc removed and kept.
+#[derive(Debug, Default)]
+pub struct GcReport {
+    pub kept_snapshots: Vec<String>,
+    pub deleted_snapshots: Vec<String>,
+    pub deleted_segments: Vec<String>,
+    /// Unreferenced segments left because they are younger than the grace period.
+    pub young_segments: Vec<String>,
+}
+
+/// Parses a duration like `24h`, `30m`, `7d`, `90s`.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let (num, unit) =
+        s.trim().split_at(s.trim().find(|c: char| !c.is_ascii_digit()).unwrap_or(s.trim().len()));
+    let n: i64 =
+        num.parse().with_context(|| format!("{s:?} is not a duration like 24h, 30m, 7d or 90s"))?;
+    Ok(match unit {
+        "s" => Duration::seconds(n),
+        "m" => Duration::minutes(n),
+        "h" | "" => Duration::hours(n),
+        "d" => Duration::days(n),
+        _ => anyhow::bail!("{s:?} is not a duration like 24h, 30m, 7d or 90s"),
+    })
+}
+
+/// Deletes snapshots beyond the newest `keep` (never the current one or a pinned one), then
+/// every object under `segments/` that no remaining snapshot references and that is older
+/// than `grace` (a build in progress uploads segments before its manifest exists).
+pub async fn gc(
+    store: &Store,
+    keep: usize,
+    grace: Duration,
+    now: DateTime<Utc>,
+) -> anyhow::Result<GcReport> {
+    let mut report = GcReport::default();
+    let ids = store.snapshots().await?;
+    let current = store.latest().await?.map(|l| l.snapshot);
+    let pinned: BTreeSet<String> = store
+        .list("pins")
+        .await?
+        .into_iter()
+        .filter_map(|k| k.strip_prefix("pins/").map(str::to_string))
+        .collect();
+    let newest: BTreeSet<&String> = ids.iter().rev().take(keep).collect();
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    for id in &ids {
+        let keep_it = newest.contains(id) || pinned.contains(id) || current.as_ref() == Some(id);
+        if keep_it {
+            let (m, _): (Manifest, String) = store.manifest(id).await?;
+            referenced.extend(m.segments.iter().map(|s| s.id.clone()));
+            report.kept_snapshots.push(id.clone());
+        } else {
+            for key in store.list(&format!("snapshots/{id}")).await? {
+                store.delete(&key).await?;
+            }
+            report.deleted_snapshots.push(id.clone());
+        }
+    }
+    let mut by_segment: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
+    for (key, at) in store.list_with_times("segments").await? {
+        if let Some(id) = key.strip_prefix("segments/").and_then(|r| r.split('/').next()) {
+            by_segment.entry(id.to_string()).or_default().push((key, at));
+        }
+    }
+    for (id, objects) in by_segment {
+        if referenced.contains(&id) {
+            continue;
+        }
+        let newest_object = objects.iter().map(|(_, at)| *at).max().unwrap_or(now);
+        if now - newest_object < grace {
+            report.young_segments.push(id);
+            continue;
+        }
+        // segment.json first: a segment without it is incomplete, never reused by a build.
+        let mut keys: Vec<String> = objects.into_iter().map(|(k, _)| k).collect();
+        keys.sort_by_key(|k| !k.ends_with("/segment.json"));
+        for key in keys {
+            store.delete(&key).await?;
+        }
+        report.deleted_segments.push(id);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("24h").unwrap(), Duration::hours(24));
+        assert_eq!(parse_duration("7d").unwrap(), Duration::days(7));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::zero());
+        assert!(parse_duration("soon").unwrap_err().to_string().contains("24h"));
+        assert!(parse_duration("5w").is_err());
+    }
+}
