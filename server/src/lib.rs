@@ -27,4 +27,4 @@ pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, Sort,
 pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot, pull_snapshot};
 pub use state::AppState;
 pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};
-pub use webhook::{WebhookConfig, verify_signature};
+pub use webhook::{Dispatch, WebhookConfig, verify_signature};

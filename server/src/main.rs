@@ -68,6 +68,17 @@ enum Command {
         /// File holding the bearer token HTTP clients must send (or set $HUBDEX_TOKEN).
         #[arg(long = "token-file")]
         token_file: Option<PathBuf>,
+        /// After queueing a webhook delivery, send repository_dispatch (event `hubdex-delta`)
+        /// to this owner/name so the index workflow starts now (token from $GITHUB_TOKEN).
+        #[arg(long = "dispatch-repo")]
+        dispatch_repo: Option<String>,
+        /// GitHub API base URL for --dispatch-repo.
+        #[arg(
+            long = "github-api",
+            env = "HUBDEX_GITHUB_API",
+            default_value = "https://api.github.com"
+        )]
+        github_api: String,
         /// How often to check LATEST for a new snapshot (seconds).
         #[arg(long = "poll-interval", default_value_t = 30)]
         poll_interval: u64,
@@ -229,6 +240,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             token_file,
             webhook_secret_file,
             poll_interval,
+            dispatch_repo,
+            github_api,
         } => {
             let state = load_state(&cli, store).await?;
             if *poll_interval > 0 {
@@ -275,7 +288,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     allowed_hosts: allowed_hosts.clone(),
                     allowed_origins: allowed_origins.clone(),
                     token,
-                    webhook: secret.map(|s| WebhookConfig { secret: s.into_bytes() }),
+                    webhook: match secret {
+                        None => None,
+                        Some(s) => Some(WebhookConfig {
+                            secret: s.into_bytes(),
+                            dispatch: match dispatch_repo {
+                                None => None,
+                                Some(repo) => {
+                                    let token = std::env::var("GITHUB_TOKEN")
+                                        .context("--dispatch-repo needs $GITHUB_TOKEN")?;
+                                    Some(hubdex_server::Dispatch::new(repo, github_api, token)?)
+                                }
+                            },
+                        }),
+                    },
                 };
                 serve_http(state, *addr, &opts).await
             } else {

@@ -31,6 +31,44 @@ pub(crate) const EVENTS: &[&str] = &[
 #[derive(Clone)]
 pub struct WebhookConfig {
     pub secret: Vec<u8>,
+    /// After queueing, send a `repository_dispatch` (event type `hubdex-delta`) to this
+    /// repository so its scheduled workflow starts now.
+    pub dispatch: Option<Dispatch>,
+}
+
+/// Where `repository_dispatch` goes.
+#[derive(Clone)]
+pub struct Dispatch {
+    /// owner/name of the repository whose workflow builds the index.
+    pub repo: String,
+    pub client: octocrab::Octocrab,
+}
+
+impl Dispatch {
+    /// A dispatcher to `repo` through the API at `api` with `token`.
+    pub fn new(repo: &str, api: &str, token: String) -> anyhow::Result<Self> {
+        let client = octocrab::Octocrab::builder()
+            .base_uri(api)
+            .map_err(|e| anyhow::anyhow!("GitHub API URL {api:?}: {e}"))?
+            .personal_token(token)
+            .build()
+            .map_err(|e| anyhow::anyhow!("GitHub client: {e}"))?;
+        Ok(Dispatch { repo: repo.to_string(), client })
+    }
+
+    async fn send(&self, entry: &Value) {
+        let body = json!({"event_type": "hubdex-delta", "client_payload": {"repo": entry["repo"], "delivery": entry["delivery"]}});
+        let path = format!("/repos/{}/dispatches", self.repo);
+        match self.client._post(path.as_str(), Some(&body)).await {
+            Ok(r) if r.status().is_success() => {
+                tracing::info!(repo = %self.repo, "repository_dispatch sent")
+            }
+            Ok(r) => {
+                tracing::warn!(repo = %self.repo, status = r.status().as_u16(), "repository_dispatch refused")
+            }
+            Err(e) => tracing::warn!(repo = %self.repo, error = %e, "repository_dispatch failed"),
+        }
+    }
 }
 
 impl std::fmt::Debug for WebhookConfig {
@@ -132,6 +170,10 @@ pub(crate) async fn github_webhook(
         // A redelivery finds its entry already there: one entry, the same answer.
         Ok(created) => {
             tracing::info!(delivery, event, created, "webhook queued");
+            if let (true, Some(d)) = (created, config.dispatch.clone()) {
+                // Off the request path: GitHub gets its answer now.
+                tokio::spawn(async move { d.send(&entry).await });
+            }
             reply(
                 StatusCode::ACCEPTED,
                 json!({"status": "queued", "delivery": delivery, "duplicate": !created}),

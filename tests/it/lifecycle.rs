@@ -32,6 +32,7 @@ fn serve(store: &std::path::Path, cache: &std::path::Path, extra: &[&str]) -> (S
             .args(["serve", "--http", &format!("127.0.0.1:{port}")])
             .args(extra)
             .env("HUBDEX_WEBHOOK_SECRET", SECRET)
+            .env("GITHUB_TOKEN", "ghp_dispatch_token")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -67,7 +68,11 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
     let first = e.build().unwrap();
     let store_dir = e.store();
     let cache = e.dir.path().join("server-cache");
-    let (server, port) = serve(&store_dir, &cache, &["--poll-interval", "1"]);
+    let (server, port) = serve(
+        &store_dir,
+        &cache,
+        &["--poll-interval", "1", "--dispatch-repo", "acme/indexer", "--github-api", &e.fake.base],
+    );
 
     let question = json!({"query": "archived projects in search results after reindexing", "repo": "acme/widgets", "type": "issue", "top_k": 3});
     let before = search(port, question.clone());
@@ -95,6 +100,18 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
         Store::open(store_dir.to_str().unwrap()).unwrap().list("queue/pending").await.unwrap()
     });
     assert_eq!(pending, vec!["queue/pending/d-1.json".to_string()], "one entry for two deliveries");
+    // The queued delivery also starts the index workflow now, once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while e.fake.state.lock().unwrap().dispatches.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = e.fake.state.lock().unwrap().dispatches.clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, "acme/indexer");
+    assert_eq!(sent[0].1["event_type"], json!("hubdex-delta"));
+    assert_eq!(sent[0].1["client_payload"]["repo"], json!("acme/widgets"));
+    assert!(sent[0].2, "the dispatch carries the token");
 
     // Bad deliveries: nothing queued.
     assert_eq!(deliver(port, "d-2", "issues", &payload, Some("sha256=00")).0, 401);

@@ -59,6 +59,8 @@ pub struct FakeState {
     pub faults: VecDeque<Fault>,
     pub log: Vec<Logged>,
     pub base: String,
+    /// repository_dispatch requests received: (repo, body, authorization header present).
+    pub dispatches: Vec<(String, Value, bool)>,
 }
 
 /// A running fake GitHub API.
@@ -285,6 +287,21 @@ async fn releases(
     list_of(st, h, q, path, o, n, |r| Some(r.releases.clone())).await
 }
 
+async fn dispatches(
+    State(st): S,
+    Path((o, n)): Path<(String, String)>,
+    h: HeaderMap,
+    body: String,
+) -> Response {
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let authed = h
+        .get("authorization")
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.starts_with("Bearer "));
+    st.lock().expect("fake state").dispatches.push((format!("{o}/{n}"), v, authed));
+    StatusCode::NO_CONTENT.into_response()
+}
+
 impl FakeGitHub {
     /// Starts the fake on a free loopback port, on its own thread and runtime.
     pub fn start(repos: BTreeMap<String, FakeRepo>) -> FakeGitHub {
@@ -314,6 +331,7 @@ impl FakeGitHub {
                     .route("/repos/{o}/{n}/pulls/{num}/reviews", get(reviews))
                     .route("/repos/{o}/{n}/pulls/{num}/comments", get(review_comments))
                     .route("/repos/{o}/{n}/releases", get(releases))
+                    .route("/repos/{o}/{n}/dispatches", axum::routing::post(dispatches))
                     .with_state(st);
                 let app = if prefix.is_empty() { app } else { Router::new().nest(&prefix, app) };
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
