@@ -103,6 +103,27 @@ enum Command {
     Pull { id: String, dir: PathBuf },
 }
 
+/// A secret from a file (`flag`) or else an environment variable, trimmed; empty is an error.
+fn read_secret(
+    file: Option<&std::path::Path>,
+    flag: &str,
+    var: &str,
+) -> anyhow::Result<Option<String>> {
+    let secret = match file {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading {flag} {}", p.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var(var).ok().map(|t| t.trim().to_string()),
+    };
+    if secret.as_deref() == Some("") {
+        anyhow::bail!("the secret is empty: put it in {flag} or ${var}");
+    }
+    Ok(secret)
+}
+
 fn default_model() -> String {
     hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8").display().to_string()
 }
@@ -252,38 +273,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 service.waiting().await?;
                 Ok(())
             } else if let Some(addr) = http {
-                let token = match token_file {
-                    Some(p) => Some(
-                        std::fs::read_to_string(p)
-                            .with_context(|| format!("reading --token-file {}", p.display()))?
-                            .trim()
-                            .to_string(),
-                    ),
-                    None => std::env::var("HUBDEX_TOKEN").ok().map(|t| t.trim().to_string()),
-                };
-                if token.as_deref() == Some("") {
-                    anyhow::bail!(
-                        "the bearer token is empty: put a secret in --token-file or $HUBDEX_TOKEN"
-                    );
-                }
-                let secret = match webhook_secret_file {
-                    Some(p) => Some(
-                        std::fs::read_to_string(p)
-                            .with_context(|| {
-                                format!("reading --webhook-secret-file {}", p.display())
-                            })?
-                            .trim()
-                            .to_string(),
-                    ),
-                    None => {
-                        std::env::var("HUBDEX_WEBHOOK_SECRET").ok().map(|t| t.trim().to_string())
-                    }
-                };
-                if secret.as_deref() == Some("") {
-                    anyhow::bail!(
-                        "the webhook secret is empty: put it in --webhook-secret-file or $HUBDEX_WEBHOOK_SECRET"
-                    );
-                }
+                let token = read_secret(token_file.as_deref(), "--token-file", "HUBDEX_TOKEN")?;
+                let secret = read_secret(
+                    webhook_secret_file.as_deref(),
+                    "--webhook-secret-file",
+                    "HUBDEX_WEBHOOK_SECRET",
+                )?;
                 let opts = HttpOptions {
                     allowed_hosts: allowed_hosts.clone(),
                     allowed_origins: allowed_origins.clone(),

@@ -3,13 +3,12 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::fixture::{fixture, runtime, state};
-use crate::mcp_clients::{Server, http_server};
+use crate::mcp_clients::{http_server, spawn_http};
 
 /// One HTTP/1.1 request; returns the status and the (de-chunked) body.
 pub(crate) fn request(
@@ -163,26 +162,13 @@ fn a_bearer_token_is_required_when_set_and_never_logged() {
     let token = "s3cret-token-0123456789";
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
-    let port = hubdex_tests::free_port();
     let log = dir.path().join("server.log");
-    let server = Server(
-        Command::new(hubdex_tests::bin("hubdex"))
-            .args([
-                "--store",
-                f.store.to_str().unwrap(),
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-                "--token-file",
-            ])
-            .arg(&token_file)
-            .env("HUBDEX_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
+    let (server, port) = spawn_http(
+        &["--store", f.store.to_str().unwrap()],
+        &["--token-file", token_file.to_str().unwrap()],
+        &[("HUBDEX_LOG", "debug")],
+        Some(std::fs::File::create(&log).unwrap()),
     );
-    hubdex_tests::wait_for_http(port, Duration::from_secs(60));
     let search = r#"{"query": "x"}"#;
     let (status, body) = post(port, "/v1/search", search, &[]);
     assert_eq!(status, 401, "{body}");

@@ -2,7 +2,7 @@
 //! rebuilds only what changed, the server swaps within a poll interval, pinned queries keep
 //! their answers, pulled snapshots answer offline, and gc keeps what is pinned.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
@@ -14,7 +14,7 @@ use sha2::Sha256;
 use crate::fixture::runtime;
 use crate::github::env;
 use crate::http::post;
-use crate::mcp_clients::Server;
+use crate::mcp_clients::{Server, spawn_http};
 
 const SECRET: &str = "It's a Secret to Everybody";
 
@@ -25,21 +25,9 @@ fn sign(body: &str) -> String {
 }
 
 fn serve(store: &std::path::Path, cache: &std::path::Path, extra: &[&str]) -> (Server, u16) {
-    let port = hubdex_tests::free_port();
-    let server = Server(
-        Command::new(hubdex_tests::bin("hubdex"))
-            .args(["--store", store.to_str().unwrap(), "--cache", cache.to_str().unwrap()])
-            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
-            .args(extra)
-            .env("HUBDEX_WEBHOOK_SECRET", SECRET)
-            .env("GITHUB_TOKEN", "ghp_dispatch_token")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    hubdex_tests::wait_for_http(port, Duration::from_secs(60));
-    (server, port)
+    let global = ["--store", store.to_str().unwrap(), "--cache", cache.to_str().unwrap()];
+    let envs = [("HUBDEX_WEBHOOK_SECRET", SECRET), ("GITHUB_TOKEN", "ghp_dispatch_token")];
+    spawn_http(&global, extra, &envs, None)
 }
 
 fn search(port: u16, args: Value) -> Value {

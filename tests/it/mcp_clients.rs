@@ -19,27 +19,30 @@ impl Drop for Server {
     }
 }
 
-/// Starts `hubdex serve --http` on the fixture store and waits for /healthz.
-pub(crate) fn http_server(extra: &[&str]) -> (Server, u16) {
-    let f = fixture();
+/// Starts `hubdex --store STORE [global args] serve --http 127.0.0.1:PORT [extra]` with `envs`
+/// and waits for /healthz; stderr goes to `stderr` when given.
+pub(crate) fn spawn_http(
+    global: &[&str],
+    extra: &[&str],
+    envs: &[(&str, &str)],
+    stderr: Option<std::fs::File>,
+) -> (Server, u16) {
     let port = hubdex_tests::free_port();
-    let server = Server(
-        Command::new(hubdex_tests::bin("hubdex"))
-            .args([
-                "--store",
-                f.store.to_str().unwrap(),
-                "serve",
-                "--http",
-                &format!("127.0.0.1:{port}"),
-            ])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = Command::new(hubdex_tests::bin("hubdex"));
+    cmd.args(global)
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .stdout(Stdio::null());
+    cmd.envs(envs.iter().copied());
+    cmd.stderr(stderr.map_or_else(Stdio::null, Stdio::from));
+    let server = Server(cmd.spawn().unwrap());
     hubdex_tests::wait_for_http(port, Duration::from_secs(60));
     (server, port)
+}
+
+/// Starts `hubdex serve --http` on the fixture store and waits for /healthz.
+pub(crate) fn http_server(extra: &[&str]) -> (Server, u16) {
+    spawn_http(&["--store", fixture().store.to_str().unwrap()], extra, &[], None)
 }
 
 fn python_client(transport_args: &[String], mode: &str) -> Value {
