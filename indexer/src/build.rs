@@ -1,7 +1,7 @@
 //! `hubdex-index build`: crawl sources, embed what changed, write one segment per repository,
 //! publish a snapshot.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,8 +10,8 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, Row, Store, cache_dir,
-    read_rows, snapshot_id, start_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
+    ModelIdentity, Row, Store, cache_dir, read_rows, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
@@ -120,7 +120,7 @@ fn bar(mp: &MultiProgress, len: u64, msg: &str) -> ProgressBar {
 }
 
 /// The previous snapshot's rows of `repo`, with their vectors, when the model is the same one.
-async fn previous_rows(
+pub(crate) async fn previous_rows(
     store: &Store,
     cache: &std::path::Path,
     prev: Option<&Manifest>,
@@ -144,7 +144,7 @@ async fn previous_rows(
 
 /// Where a repository's rows come from.
 #[derive(Debug, Clone)]
-enum Source {
+pub(crate) enum Source {
     Local(PathBuf),
     GitHub,
 }
@@ -178,15 +178,22 @@ fn fill_vectors(
     Ok((todo.len() as u64, reused))
 }
 
-/// Runs a whole build and publishes its snapshot.
-pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
-    let started = Instant::now();
+/// What a build works on: the store, its current snapshot, the repositories the sources name
+/// and a GitHub client when one of them is on GitHub.
+pub(crate) struct Plan {
+    pub(crate) store: Store,
+    pub(crate) prev: Option<Manifest>,
+    pub(crate) repos: BTreeMap<String, Source>,
+    pub(crate) client: Option<GitHubClient>,
+}
+
+/// Resolves the sources of `opts` into repositories.
+pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     let store = Store::open(&opts.store)?;
     let prev = match store.latest().await? {
         Some(_) => Some(store.latest_manifest().await.context("reading the current snapshot")?),
         None => None,
     };
-
     let mut globs = GlobSetBuilder::new();
     for g in &opts.exclude {
         globs.add(Glob::new(g).with_context(|| format!("--exclude {g:?} is not a valid glob"))?);
@@ -217,165 +224,185 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     } else {
         None
     };
-    let mut cursors: Vec<(String, Cursor)> = Vec::new();
+    Ok(Plan { store, prev, repos, client })
+}
 
-    let embedder = Embedder::load(&opts.model_dir, opts.device)
-        .with_context(|| format!("loading the model from {}", opts.model_dir.display()))?;
-    let model = embedder.identity().clone();
-    let mp = MultiProgress::new();
-    let mut report = BuildReport { repos: repos.len(), ..BuildReport::default() };
-    let mut segments: Vec<ManifestSegment> = Vec::new();
-    let work = tempfile::tempdir().context("creating a scratch directory")?;
+/// What crawling one repository gives: rows (without vectors unless carried over), file
+/// texts, and the crawl cursor to save once published.
+pub(crate) struct Crawled {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) files: Vec<FileText>,
+    pub(crate) cursor: Option<Cursor>,
+}
 
-    for (repo, source) in &repos {
-        let t = Instant::now();
-        let crawl = mp.add(ProgressBar::new_spinner());
-        crawl.set_message(format!("crawling {repo}"));
-        let previous =
-            previous_rows(&store, &opts.cache, prev.as_ref(), repo, &model.model_sha256).await?;
-        let (mut rows, mut files) = match source {
-            Source::Local(dir) => {
-                let web = git::web_url(repo);
-                let content = read_repo(dir, repo, web.as_deref(), |m| {
-                    crawl.set_message(format!("crawling {repo}: {m}"))
-                })
-                .with_context(|| format!("reading {}", dir.display()))?;
-                (content.rows, content.files)
-            }
-            Source::GitHub => {
-                let client = client.as_ref().expect("a client exists when a GitHub source does");
-                let cursor = Cursor::load(&store, repo).await;
-                let quota = client.stats.clone();
-                let scope =
-                    opts.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
-                let api = crawl_api(client, repo, &cursor, &scope, |m| {
-                    let left = quota.remaining.load(std::sync::atomic::Ordering::Relaxed);
-                    let left = if left == u64::MAX { "?".to_string() } else { left.to_string() };
-                    crawl.set_message(format!("crawling {repo}: {m} (quota left {left})"));
-                })
-                .await
-                .with_context(|| format!("crawling {repo} from {}", opts.github_api))?;
-                for (t, n) in &api.counts {
-                    *report.github_items.entry(t.to_string()).or_default() += n;
-                }
-                let clone_url = api.cursor.clone_url.clone().context("GitHub gave no clone_url")?;
-                let web = api.cursor.html_url.clone();
-                let token = opts.github_token.as_deref();
-                crawl.set_message(format!("cloning {repo}"));
-                let dir = github::clone_or_fetch(
-                    &clone_url,
-                    &opts.cache.join("repos").join(format!("{repo}.git")),
-                    token,
-                )?;
-                let mut content = read_repo(&dir, repo, web.as_deref(), |m| {
-                    crawl.set_message(format!("reading {repo}: {m}"))
-                })?;
-                if api.cursor.has_wiki {
-                    let wiki_dir = opts.cache.join("repos").join(format!("{repo}.wiki.git"));
-                    match github::clone_or_fetch(&github::wiki_url(&clone_url), &wiki_dir, token) {
-                        Ok(d) => {
-                            let wiki = read_wiki(&d, repo, web.as_deref())?;
-                            content.rows.extend(wiki.rows);
-                            content.files.extend(wiki.files);
-                        }
-                        // A repository whose wiki was never written has no wiki repository.
-                        Err(e) => tracing::info!(repo = %repo, error = %e, "no wiki"),
-                    }
-                }
-                let mut rows = content.rows;
-                rows.extend(carried_rows(previous.clone(), &api));
-                rows.extend(api.threads.into_values().flatten());
-                if let Some(releases) = api.releases {
-                    rows.extend(releases);
-                }
-                let mut seen = std::collections::HashSet::new();
-                rows.reverse();
-                rows.retain(|r| seen.insert(r.id.clone()));
-                cursors.push((repo.clone(), api.cursor));
-                (rows, content.files)
-            }
-        };
-        if let Some(rules) = opts.rules.get(repo) {
-            rows.retain(|r| rules.keeps(r));
-            files.retain(|f| rules.keeps_path(&f.path));
+/// Crawls one repository. `previous` are its rows in the current snapshot.
+pub(crate) async fn crawl_one(
+    opts: &BuildOptions,
+    plan: &Plan,
+    repo: &str,
+    source: &Source,
+    previous: &[Row],
+    report: &mut BuildReport,
+    crawl: &ProgressBar,
+) -> anyhow::Result<Crawled> {
+    let (mut rows, mut files, cursor) = match source {
+        Source::Local(dir) => {
+            let web = git::web_url(repo);
+            let content = read_repo(dir, repo, web.as_deref(), |m| {
+                crawl.set_message(format!("crawling {repo}: {m}"))
+            })
+            .with_context(|| format!("reading {}", dir.display()))?;
+            (content.rows, content.files, None)
         }
-        crawl.finish_and_clear();
-        report.crawl_seconds += t.elapsed().as_secs_f64();
-
-        let t = Instant::now();
-        let previous: HashMap<String, Vec<f32>> =
-            previous.into_iter().map(|r| (r.content_sha256, r.embedding)).collect();
-        let pb = bar(&mp, rows.len() as u64, "embed");
-        pb.set_message(repo.clone());
-        let (embedded, reused) = fill_vectors(&mut rows, &previous, &embedder, &pb)?;
-        pb.finish_and_clear();
-        report.embed_seconds += t.elapsed().as_secs_f64();
-        report.embedded += embedded;
-        report.reused += reused;
-        report.rows += rows.len() as u64;
-
-        let t = Instant::now();
-        let seg_dir = work.path().join(repo.replace('/', "__"));
-        let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &model)?;
-        let entry = if store.has_segment(draft.id()).await? {
-            report.segments_unchanged += 1;
-            store.stored_segment_entry(draft.id()).await?.1
-        } else {
-            let meta = draft.finish(&rows)?;
-            report.write_seconds += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
-            let up = bar(&mp, total, "upload");
-            up.set_message(repo.clone());
-            let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
-            up.finish_and_clear();
-            report.publish_seconds += t.elapsed().as_secs_f64();
-            report.segments_written += 1;
-            entry
-        };
-        tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, "segment ready");
-        segments.push(entry);
-        let _ = std::fs::remove_dir_all(&seg_dir);
+        Source::GitHub => {
+            let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
+            let cursor = Cursor::load(&plan.store, repo).await;
+            let quota = client.stats.clone();
+            let scope = opts.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
+            let api = crawl_api(client, repo, &cursor, &scope, |m| {
+                let left = quota.remaining.load(std::sync::atomic::Ordering::Relaxed);
+                let left = if left == u64::MAX { "?".to_string() } else { left.to_string() };
+                crawl.set_message(format!("crawling {repo}: {m} (quota left {left})"));
+            })
+            .await
+            .with_context(|| format!("crawling {repo} from {}", opts.github_api))?;
+            for (t, n) in &api.counts {
+                *report.github_items.entry(t.to_string()).or_default() += n;
+            }
+            let clone_url = api.cursor.clone_url.clone().context("GitHub gave no clone_url")?;
+            let web = api.cursor.html_url.clone();
+            let token = opts.github_token.as_deref();
+            crawl.set_message(format!("cloning {repo}"));
+            let dir = github::clone_or_fetch(
+                &clone_url,
+                &opts.cache.join("repos").join(format!("{repo}.git")),
+                token,
+            )?;
+            let mut content = read_repo(&dir, repo, web.as_deref(), |m| {
+                crawl.set_message(format!("reading {repo}: {m}"))
+            })?;
+            if api.cursor.has_wiki {
+                let wiki_dir = opts.cache.join("repos").join(format!("{repo}.wiki.git"));
+                match github::clone_or_fetch(&github::wiki_url(&clone_url), &wiki_dir, token) {
+                    Ok(d) => {
+                        let wiki = read_wiki(&d, repo, web.as_deref())?;
+                        content.rows.extend(wiki.rows);
+                        content.files.extend(wiki.files);
+                    }
+                    // A repository whose wiki was never written has no wiki repository.
+                    Err(e) => tracing::info!(repo = %repo, error = %e, "no wiki"),
+                }
+            }
+            let mut rows = content.rows;
+            rows.extend(carried_rows(previous.to_vec(), &api));
+            rows.extend(api.threads.into_values().flatten());
+            if let Some(releases) = api.releases {
+                rows.extend(releases);
+            }
+            let mut seen = std::collections::HashSet::new();
+            rows.reverse();
+            rows.retain(|r| seen.insert(r.id.clone()));
+            (rows, content.files, Some(api.cursor))
+        }
+    };
+    if let Some(rules) = opts.rules.get(repo) {
+        rows.retain(|r| rules.keeps(r));
+        files.retain(|f| rules.keeps_path(&f.path));
     }
+    Ok(Crawled { rows, files, cursor })
+}
 
+/// Embeds what changed of one repository's rows, writes its segment and uploads it (unless
+/// the store already holds the same segment). Returns its manifest entry.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn embed_one(
+    store: &Store,
+    repo: &str,
+    mut rows: Vec<Row>,
+    mut files: Vec<FileText>,
+    previous: Vec<Row>,
+    embedder: &Embedder,
+    work: &std::path::Path,
+    mp: &MultiProgress,
+    report: &mut BuildReport,
+) -> anyhow::Result<ManifestSegment> {
+    let model = embedder.identity().clone();
+    let t = Instant::now();
+    let previous: HashMap<String, Vec<f32>> =
+        previous.into_iter().map(|r| (r.content_sha256, r.embedding)).collect();
+    let pb = bar(mp, rows.len() as u64, "embed");
+    pb.set_message(repo.to_string());
+    let (embedded, reused) = fill_vectors(&mut rows, &previous, embedder, &pb)?;
+    pb.finish_and_clear();
+    report.embed_seconds += t.elapsed().as_secs_f64();
+    report.embedded += embedded;
+    report.reused += reused;
+    report.rows += rows.len() as u64;
+
+    let t = Instant::now();
+    let seg_dir = work.join(repo.replace('/', "__"));
+    let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &model)?;
+    let entry = if store.has_segment(draft.id()).await? {
+        report.segments_unchanged += 1;
+        store.stored_segment_entry(draft.id()).await?.1
+    } else {
+        let meta = draft.finish(&rows)?;
+        report.write_seconds += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
+        let up = bar(mp, total, "upload");
+        up.set_message(repo.to_string());
+        let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
+        up.finish_and_clear();
+        report.publish_seconds += t.elapsed().as_secs_f64();
+        report.segments_written += 1;
+        entry
+    };
+    tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, "segment ready");
+    let _ = std::fs::remove_dir_all(&seg_dir);
+    Ok(entry)
+}
+
+/// Publishes a snapshot of `segments` plus the current snapshot's segments of repositories
+/// not rebuilt, unless nothing changed; then saves the crawl cursors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn publish_segments(
+    store: &Store,
+    prev: Option<&Manifest>,
+    model: &ModelIdentity,
+    mut segments: Vec<ManifestSegment>,
+    rebuilt: &BTreeSet<String>,
+    cursors: &[(String, Cursor)],
+    allow_unsafe_latest: bool,
+    started: Instant,
+    report: &mut BuildReport,
+) -> anyhow::Result<()> {
     // Repositories this build did not touch keep their segments from the previous snapshot.
-    if let Some(prev) = &prev
+    if let Some(prev) = prev
         && prev.model.model_sha256 == model.model_sha256
     {
-        for s in &prev.segments {
-            if !repos.contains_key(&s.repo) {
-                segments.push(s.clone());
-            }
-        }
-    }
-    if let Some(c) = &client {
-        report.github_requests = c.stats.snapshot();
+        segments.extend(prev.segments.iter().filter(|s| !rebuilt.contains(&s.repo)).cloned());
     }
     segments.sort_by(|a, b| a.repo.cmp(&b.repo));
     report.snapshot_bytes = segments.iter().flat_map(|s| &s.files).map(|f| f.bytes).sum();
-
     let t = Instant::now();
-    if let Some(prev) = &prev
+    if let Some(prev) = prev
         && prev.segments == segments
-        && prev.model == model
+        && &prev.model == model
     {
         report.snapshot = prev.snapshot.clone();
         report.published = false;
-        save_cursors(&store, &cursors).await?;
-        return Ok(report);
+        save_cursors(store, cursors).await?;
+        return Ok(());
     }
     let now = Utc::now();
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        snapshot: next_snapshot_id(
-            now,
-            seed.as_bytes(),
-            prev.as_ref().map(|p| p.snapshot.as_str()),
-        ),
+        snapshot: next_snapshot_id(now, seed.as_bytes(), prev.map(|p| p.snapshot.as_str())),
         created_at: now,
-        parent: prev.as_ref().map(|p| p.snapshot.clone()),
-        model,
+        parent: prev.map(|p| p.snapshot.clone()),
+        model: model.clone(),
         build: BuildStats {
             rows: report.rows,
             embedded: report.embedded,
@@ -385,12 +412,76 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         },
         segments,
     };
-    store.publish(&manifest, opts.allow_unsafe_latest).await?;
+    store.publish(&manifest, allow_unsafe_latest).await?;
     // Only now, with the snapshot that holds the crawled items published, do cursors move.
-    save_cursors(&store, &cursors).await?;
+    save_cursors(store, cursors).await?;
     report.publish_seconds += t.elapsed().as_secs_f64();
     report.snapshot = manifest.snapshot;
     report.published = true;
+    Ok(())
+}
+
+/// Loads the model named by the options.
+pub(crate) fn load_embedder(opts: &BuildOptions) -> anyhow::Result<Embedder> {
+    Embedder::load(&opts.model_dir, opts.device)
+        .with_context(|| format!("loading the model from {}", opts.model_dir.display()))
+}
+
+/// Runs a whole build (crawl, embed, publish in one process) and publishes its snapshot.
+pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+    let started = Instant::now();
+    let plan = plan(opts).await?;
+    let embedder = load_embedder(opts)?;
+    let model = embedder.identity().clone();
+    let mp = MultiProgress::new();
+    let mut report = BuildReport { repos: plan.repos.len(), ..BuildReport::default() };
+    let mut segments = Vec::new();
+    let mut cursors = Vec::new();
+    let work = tempfile::tempdir().context("creating a scratch directory")?;
+    for (repo, source) in &plan.repos {
+        let t = Instant::now();
+        let crawl = mp.add(ProgressBar::new_spinner());
+        crawl.set_message(format!("crawling {repo}"));
+        let previous =
+            previous_rows(&plan.store, &opts.cache, plan.prev.as_ref(), repo, &model.model_sha256)
+                .await?;
+        let c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
+        crawl.finish_and_clear();
+        report.crawl_seconds += t.elapsed().as_secs_f64();
+        if let Some(cursor) = c.cursor {
+            cursors.push((repo.clone(), cursor));
+        }
+        segments.push(
+            embed_one(
+                &plan.store,
+                repo,
+                c.rows,
+                c.files,
+                previous,
+                &embedder,
+                work.path(),
+                &mp,
+                &mut report,
+            )
+            .await?,
+        );
+    }
+    if let Some(c) = &plan.client {
+        report.github_requests = c.stats.snapshot();
+    }
+    let rebuilt: BTreeSet<String> = plan.repos.keys().cloned().collect();
+    publish_segments(
+        &plan.store,
+        plan.prev.as_ref(),
+        &model,
+        segments,
+        &rebuilt,
+        &cursors,
+        opts.allow_unsafe_latest,
+        started,
+        &mut report,
+    )
+    .await?;
     Ok(report)
 }
 
