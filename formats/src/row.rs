@@ -169,8 +169,8 @@ pub struct Row {
     /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
     pub content_sha256: String,
     pub embedding: Vec<f32>,
-    /// Build-time only, not stored: how many leading chars of `body` the model sees (all when
-    /// `None`). A commit embeds its message, not its diff; the diff is there for BM25.
+    /// How many leading chars of `body` the model sees (all when `None`). A commit embeds its
+    /// message, not its diff; the diff is there for BM25.
     pub embed_chars: Option<usize>,
 }
 

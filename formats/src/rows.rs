@@ -74,6 +74,7 @@ pub fn row_schema(dim: usize) -> SchemaRef {
         utf8("symbol", true),
         list("refs"),
         utf8("content_sha256", false),
+        Field::new("embed_chars", DataType::Int64, true),
         Field::new(
             "embedding",
             DataType::FixedSizeList(
@@ -127,6 +128,18 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
         emb.values().append_slice(&r.embedding);
         emb.append(true);
     }
+    // Rows staged before embedding have no vectors: a zero-width list, whose length Arrow
+    // takes from its validity buffer.
+    let embeddings: ArrayRef = if dim == 0 {
+        Arc::new(FixedSizeListArray::try_new(
+            Arc::new(Field::new("item", DataType::Float32, false)),
+            0,
+            Arc::new(Float32Array::from(Vec::<f32>::new())),
+            Some(arrow::buffer::NullBuffer::new_valid(rows.len())),
+        )?)
+    } else {
+        Arc::new(emb.finish())
+    };
     let mut truncated = BooleanBuilder::new();
     let mut draft = BooleanBuilder::new();
     for r in rows {
@@ -171,7 +184,8 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
         strings(rows.iter().map(|r| r.symbol.as_deref())),
         lists(rows.iter().map(|r| &r.refs)),
         strings(rows.iter().map(|r| Some(r.content_sha256.as_str()))),
-        Arc::new(emb.finish()),
+        Arc::new(rows.iter().map(|r| r.embed_chars.map(|n| n as i64)).collect::<Int64Array>()),
+        embeddings,
     ];
     Ok(RecordBatch::try_new(row_schema(dim), columns)?)
 }
@@ -280,6 +294,7 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
         (c.get("labels")?, c.get("assignees")?, c.get("heading_path")?);
     let (files_changed, refs) = (c.get("files_changed")?, c.get("refs")?);
     let chunk_index = c.get::<Int32Array>("chunk_index")?;
+    let embed_chars = c.get::<Int64Array>("embed_chars")?;
     let embedding = c.get::<FixedSizeListArray>("embedding")?;
     for i in 0..batch.num_rows() {
         let row_type: RowType =
@@ -334,7 +349,7 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
             refs: str_list(refs, i),
             content_sha256: opt_str(sha, i).unwrap_or_default(),
             embedding,
-            embed_chars: None,
+            embed_chars: opt_i64(embed_chars, i).map(|n| n as usize),
         });
     }
     Ok(())

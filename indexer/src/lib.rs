@@ -10,6 +10,7 @@ mod lifecycle;
 mod local;
 mod markdown;
 mod refs;
+mod stages;
 
 pub use build::{BuildOptions, BuildReport, build, default_store};
 pub use config::{Config, RepoConfig, RepoRules};
@@ -18,3 +19,4 @@ pub use lifecycle::{DeltaReport, GcReport, QueueEntry, delta, gc, parse_duration
 pub use local::{DIFF_MAX_LINES, cut_diff};
 pub use markdown::{MdChunk, chunk_markdown};
 pub use refs::find_refs;
+pub use stages::{Shard, crawl, embed, publish};

@@ -7,7 +7,8 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use hubdex_formats::{Device, Store};
 use hubdex_indexer::{
-    BuildOptions, BuildReport, Config, build, default_store, delta, gc, parse_duration,
+    BuildOptions, BuildReport, Config, Shard, build, crawl, default_store, delta, embed, gc,
+    parse_duration, publish,
 };
 
 #[derive(Parser)]
@@ -50,6 +51,35 @@ enum Command {
         /// Glob of directories (relative to a SOURCE) not to search for repositories.
         #[arg(long)]
         exclude: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stage 1 of a sharded build: crawl this shard's repositories, stage rows without vectors.
+    Crawl {
+        /// owner/name of GitHub repositories or local paths (with or instead of --config).
+        sources: Vec<PathBuf>,
+        /// This job's shard, i/n (1-based).
+        #[arg(long, default_value = "1/1")]
+        shard: Shard,
+        /// The run the three stages share (default: $GITHUB_RUN_ID, else "local").
+        #[arg(long, env = "GITHUB_RUN_ID", default_value = "local")]
+        run: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stage 2: embed this shard's staged rows (reusing unchanged vectors), upload segments.
+    Embed {
+        #[arg(long, default_value = "1/1")]
+        shard: Shard,
+        #[arg(long, env = "GITHUB_RUN_ID", default_value = "local")]
+        run: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Stage 3: verify every staged segment, publish, save cursors, consume covered deltas.
+    Publish {
+        #[arg(long, env = "GITHUB_RUN_ID", default_value = "local")]
+        run: String,
         #[command(flatten)]
         common: Common,
     },
@@ -144,6 +174,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             opts.exclude = exclude;
             let r = build(&opts).await?;
             print_report(&r);
+            println!("{}", r.snapshot);
+        }
+        Command::Crawl { sources, shard, run, common } => {
+            let opts = options(common, sources)?;
+            let repos = crawl(&opts, &run, shard).await?;
+            eprintln!("staged {} repositories for run {run}: {}", repos.len(), repos.join(", "));
+        }
+        Command::Embed { shard, run, common } => {
+            let opts = options(common, Vec::new())?;
+            let r = embed(&opts, &run, shard).await?;
+            eprintln!(
+                "embedded {} repositories of run {run}: {} rows, {} embedded, {} reused; {} segments written, {} unchanged",
+                r.repos, r.rows, r.embedded, r.reused, r.segments_written, r.segments_unchanged
+            );
+        }
+        Command::Publish { run, common } => {
+            let opts = options(common, Vec::new())?;
+            let r = publish(&opts, &run).await?;
+            if r.published {
+                eprintln!("published snapshot {}", r.snapshot);
+            } else {
+                eprintln!("nothing changed: snapshot {} stays current", r.snapshot);
+            }
             println!("{}", r.snapshot);
         }
         Command::Delta { common } => {

@@ -11,3 +11,4 @@ mod http;
 mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
+mod stages;

@@ -1,0 +1,266 @@
+//! The build as three stages a workflow can run on different machines, sharded:
+//! `crawl` (rows without vectors to `staging/<run>/crawl/`), `embed` (vectors, segments
+//! uploaded, entries to `staging/<run>/segments/`), `publish` (verify every staged segment,
+//! write the manifest, move LATEST, save cursors, consume the delta queue it covered).
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use hubdex_formats::{
+    FileText, ManifestSegment, Row, read_files, read_rows, sha256_hex, write_files, write_rows,
+};
+use indicatif::{MultiProgress, ProgressBar};
+use serde::{Deserialize, Serialize};
+
+use crate::build::{
+    BuildOptions, BuildReport, crawl_one, embed_one, load_embedder, plan, previous_rows,
+    publish_segments,
+};
+use crate::github::Cursor;
+
+/// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// All repositories.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Whether `repo` belongs to this shard: by a hash of its name, so adding a repository
+    /// never moves the others.
+    pub fn owns(&self, repo: &str) -> bool {
+        let h = sha256_hex(repo.as_bytes());
+        let n = u32::from_str_radix(&h[..8], 16).expect("hex digits");
+        n % self.count == self.index
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    /// `i/n` with 1 <= i <= n (as workflow matrices count).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("--shard {s:?} must be i/n with 1 <= i <= n, e.g. 2/4");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (i, n): (u32, u32) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+        if n == 0 || i == 0 || i > n {
+            return Err(bad());
+        }
+        Ok(Shard { index: i - 1, count: n })
+    }
+}
+
+/// What `crawl` stages per repository.
+#[derive(Debug, Serialize, Deserialize)]
+struct Staged {
+    repo: String,
+    cursor: Option<Cursor>,
+    queue: Vec<String>,
+}
+
+fn slug(repo: &str) -> String {
+    repo.replace('/', "__")
+}
+
+/// Stage 1: crawls the repositories of `shard` and stages their rows (without vectors).
+pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<Vec<String>> {
+    let plan = plan(opts).await?;
+    let work = tempfile::tempdir()?;
+    let mut report = BuildReport::default();
+    let mut done = Vec::new();
+    let queue: Vec<String> = plan.store.list("queue/pending").await?;
+    for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
+        let spinner = ProgressBar::new_spinner();
+        // Carried GitHub rows come from the current snapshot.
+        let prev_rows = match &plan.prev {
+            Some(m) => {
+                previous_rows(&plan.store, &opts.cache, Some(m), repo, &m.model.model_sha256)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        let mut c = crawl_one(opts, &plan, repo, source, &prev_rows, &mut report, &spinner).await?;
+        spinner.finish_and_clear();
+        for r in &mut c.rows {
+            r.embedding.clear();
+        }
+        let dir = work.path().join(slug(repo));
+        std::fs::create_dir_all(&dir)?;
+        write_rows(&dir.join("rows.parquet"), &c.rows, 0)?;
+        write_files(&dir.join("files.parquet"), &c.files)?;
+        let prefix = format!("staging/{run}/crawl/{}", slug(repo));
+        for name in ["rows.parquet", "files.parquet"] {
+            plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
+        }
+        // The queue entries this run will cover are the ones pending when it crawled.
+        let covered: Vec<String> = queue_for(&plan.store, &queue, repo).await?;
+        let staged = Staged { repo: repo.clone(), cursor: c.cursor, queue: covered };
+        plan.store
+            .put(&format!("{prefix}/staged.json"), serde_json::to_vec_pretty(&staged)?)
+            .await?;
+        done.push(repo.clone());
+    }
+    Ok(done)
+}
+
+async fn queue_for(
+    store: &hubdex_formats::Store,
+    keys: &[String],
+    repo: &str,
+) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for k in keys {
+        if let Some(b) = store.get_opt(k).await?
+            && serde_json::from_slice::<serde_json::Value>(&b)
+                .is_ok_and(|v| v["repo"] == serde_json::json!(repo))
+        {
+            out.push(k.clone());
+        }
+    }
+    Ok(out)
+}
+
+async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
+    let mut out = Vec::new();
+    for key in store.list(&format!("staging/{run}/crawl")).await? {
+        if key.ends_with("/staged.json") {
+            let bytes = store.get_opt(&key).await?.context("staged.json vanished")?;
+            out.push(
+                serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{key} is not a staged crawl"))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// Stage 2: embeds the staged rows of `shard` (reusing every unchanged vector), writes and
+/// uploads their segments, and stages their manifest entries.
+pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<BuildReport> {
+    let store = hubdex_formats::Store::open(&opts.store)?;
+    let prev = match store.latest().await? {
+        Some(_) => Some(store.latest_manifest().await?),
+        None => None,
+    };
+    let embedder = load_embedder(opts)?;
+    let model = embedder.identity().clone();
+    let mp = MultiProgress::new();
+    let work = tempfile::tempdir()?;
+    let mut report = BuildReport::default();
+    for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
+        let prefix = format!("staging/{run}/crawl/{}", slug(&staged.repo));
+        let dir = work.path().join(format!("in-{}", slug(&staged.repo)));
+        std::fs::create_dir_all(&dir)?;
+        for name in ["rows.parquet", "files.parquet"] {
+            let bytes = store
+                .get_opt(&format!("{prefix}/{name}"))
+                .await?
+                .with_context(|| format!("{prefix}/{name} is missing"))?;
+            std::fs::write(dir.join(name), bytes)?;
+        }
+        let rows: Vec<Row> = read_rows(&dir.join("rows.parquet"), false)?;
+        let files: Vec<FileText> = read_files(&dir.join("files.parquet"))?;
+        let previous =
+            previous_rows(&store, &opts.cache, prev.as_ref(), &staged.repo, &model.model_sha256)
+                .await?;
+        let entry = embed_one(
+            &store,
+            &staged.repo,
+            rows,
+            files,
+            previous,
+            &embedder,
+            work.path(),
+            &mp,
+            &mut report,
+        )
+        .await?;
+        store
+            .put(
+                &format!("staging/{run}/segments/{}.json", slug(&staged.repo)),
+                serde_json::to_vec_pretty(&entry)?,
+            )
+            .await?;
+        report.repos += 1;
+    }
+    Ok(report)
+}
+
+/// Stage 3: verifies every staged segment (each file against its sha256, before anything
+/// else), publishes the snapshot, saves the cursors and moves the covered queue entries to
+/// done. A segment that fails verification stops the publish; LATEST stays where it was.
+pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildReport> {
+    let started = Instant::now();
+    let store = hubdex_formats::Store::open(&opts.store)?;
+    let prev = match store.latest().await? {
+        Some(_) => Some(store.latest_manifest().await?),
+        None => None,
+    };
+    let staged = staged_repos(&store, run).await?;
+    let check = tempfile::tempdir()?;
+    let mut segments: Vec<ManifestSegment> = Vec::new();
+    let mut model = None;
+    for s in &staged {
+        let key = format!("staging/{run}/segments/{}.json", slug(&s.repo));
+        let bytes = store.get_opt(&key).await?.with_context(|| {
+            format!("{} was crawled but not embedded: {key} is missing", s.repo)
+        })?;
+        let entry: ManifestSegment = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{key} is not a segment entry"))?;
+        store.fetch_segment(&entry, check.path()).await.with_context(|| {
+            format!("staged segment {} of {} failed verification", entry.id, s.repo)
+        })?;
+        let (meta, _) = store.stored_segment_entry(&entry.id).await?;
+        model = Some(meta.model);
+        segments.push(entry);
+    }
+    let Some(model) = model.or_else(|| prev.as_ref().map(|p| p.model.clone())) else {
+        anyhow::bail!("run {run} staged nothing: run `crawl` and `embed` first");
+    };
+    let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
+    report.rows = segments.iter().map(|s| s.rows).sum();
+    let rebuilt: BTreeSet<String> = staged.iter().map(|s| s.repo.clone()).collect();
+    let cursors: Vec<(String, Cursor)> =
+        staged.iter().filter_map(|s| s.cursor.clone().map(|c| (s.repo.clone(), c))).collect();
+    publish_segments(
+        &store,
+        prev.as_ref(),
+        &model,
+        segments,
+        &rebuilt,
+        &cursors,
+        opts.allow_unsafe_latest,
+        started,
+        &mut report,
+    )
+    .await?;
+    for key in staged.iter().flat_map(|s| &s.queue) {
+        if store.exists(key).await? {
+            store.rename(key, &key.replacen("queue/pending/", "queue/done/", 1)).await?;
+        }
+    }
+    for key in store.list(&format!("staging/{run}")).await? {
+        store.delete(&key).await?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_parse_and_split_every_repo_exactly_once() {
+        assert_eq!("2/4".parse::<Shard>().unwrap(), Shard { index: 1, count: 4 });
+        for bad in ["0/4", "5/4", "x", "1/0"] {
+            assert!(bad.parse::<Shard>().unwrap_err().contains("i/n"), "{bad}");
+        }
+        let shards: Vec<Shard> = (1..=3).map(|i| format!("{i}/3").parse().unwrap()).collect();
+        for repo in ["a/b", "rust-lang/rust", "acme/widgets", "acme/gadgets", "x/y"] {
+            assert_eq!(shards.iter().filter(|s| s.owns(repo)).count(), 1, "{repo}");
+        }
+    }
+}
