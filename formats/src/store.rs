@@ -267,6 +267,15 @@ impl Store {
         Ok(m)
     }
 
+    /// The current snapshot's manifest (checked against LATEST), or `None` when nothing was
+    /// published yet.
+    pub async fn current_manifest(&self) -> Result<Option<Manifest>, StoreError> {
+        match self.latest().await? {
+            Some(_) => Ok(Some(self.latest_manifest().await?)),
+            None => Ok(None),
+        }
+    }
+
     /// Whether a complete segment is in the store (its segment.json is uploaded last).
     pub async fn has_segment(&self, id: &str) -> Result<bool, StoreError> {
         self.exists(&format!("segments/{id}/{SEGMENT_JSON}")).await

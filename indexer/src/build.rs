@@ -190,10 +190,7 @@ pub(crate) struct Plan {
 /// Resolves the sources of `opts` into repositories.
 pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     let store = Store::open(&opts.store)?;
-    let prev = match store.latest().await? {
-        Some(_) => Some(store.latest_manifest().await.context("reading the current snapshot")?),
-        None => None,
-    };
+    let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let mut globs = GlobSetBuilder::new();
     for g in &opts.exclude {
         globs.add(Glob::new(g).with_context(|| format!("--exclude {g:?} is not a valid glob"))?);

@@ -74,13 +74,14 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     let queue: Vec<String> = plan.store.list("queue/pending").await?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = ProgressBar::new_spinner();
-        // Carried GitHub rows come from the current snapshot.
-        let prev_rows = match &plan.prev {
-            Some(m) => {
+        // A GitHub crawl carries unchanged threads over from the current snapshot; a local
+        // repository is read whole and needs nothing from it here.
+        let prev_rows = match (&plan.prev, source) {
+            (Some(m), crate::build::Source::GitHub) => {
                 previous_rows(&plan.store, &opts.cache, Some(m), repo, &m.model.model_sha256)
                     .await?
             }
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         let mut c = crawl_one(opts, &plan, repo, source, &prev_rows, &mut report, &spinner).await?;
         spinner.finish_and_clear();
@@ -141,10 +142,7 @@ async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Resul
 /// uploads their segments, and stages their manifest entries.
 pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<BuildReport> {
     let store = hubdex_formats::Store::open(&opts.store)?;
-    let prev = match store.latest().await? {
-        Some(_) => Some(store.latest_manifest().await?),
-        None => None,
-    };
+    let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let embedder = load_embedder(opts)?;
     let model = embedder.identity().clone();
     let mp = MultiProgress::new();
@@ -195,10 +193,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
 pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildReport> {
     let started = Instant::now();
     let store = hubdex_formats::Store::open(&opts.store)?;
-    let prev = match store.latest().await? {
-        Some(_) => Some(store.latest_manifest().await?),
-        None => None,
-    };
+    let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let staged = staged_repos(&store, run).await?;
     let check = tempfile::tempdir()?;
     let mut segments: Vec<ManifestSegment> = Vec::new();
