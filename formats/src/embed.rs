@@ -45,6 +45,11 @@ pub fn runtime_library_path() -> PathBuf {
     cache_dir().join("onnxruntime").join("libonnxruntime.so")
 }
 
+/// Where `ci/setup` installs the default model (all-MiniLM-L6-v2, int8 ONNX).
+pub fn default_model_dir() -> PathBuf {
+    cache_dir().join("models").join("all-MiniLM-L6-v2-int8")
+}
+
 /// `~/.cache/hubdex` (or $HUBDEX_CACHE): the runtime, models and cached segments live here.
 pub fn cache_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("HUBDEX_CACHE") {

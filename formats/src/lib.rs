@@ -33,8 +33,8 @@ mod text;
 mod vectors;
 
 pub use embed::{
-    BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, normalised, resolve_model_dir,
-    runtime_library_path,
+    BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, default_model_dir, normalised,
+    resolve_model_dir, runtime_library_path,
 };
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_PARQUET, FileText, read_files, write_files};

@@ -58,11 +58,17 @@ pub async fn delta(template: &BuildOptions) -> anyhow::Result<DeltaReport> {
     opts.sources = report.repos.keys().map(PathBuf::from).collect();
     let built = build(&opts).await.context("rebuilding the queued repositories")?;
     for key in &covered {
-        let done = key.replacen("queue/pending/", "queue/done/", 1);
-        store.rename(key, &done).await?;
+        mark_done(&store, key).await?;
     }
     report.build = Some(built);
     Ok(report)
+}
+
+/// Moves a pending queue entry to `queue/done/` (after the snapshot covering it is published).
+pub(crate) async fn mark_done(store: &Store, pending_key: &str) -> anyhow::Result<()> {
+    let done = pending_key.replacen("queue/pending/", "queue/done/", 1);
+    store.rename(pending_key, &done).await?;
+    Ok(())
 }
 
 /// What gc removed and kept.

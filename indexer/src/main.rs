@@ -112,7 +112,7 @@ enum Command {
 }
 
 fn default_model() -> String {
-    hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8").display().to_string()
+    hubdex_formats::default_model_dir().display().to_string()
 }
 
 fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {

@@ -18,6 +18,7 @@ use crate::build::{
     publish_segments,
 };
 use crate::github::Cursor;
+use crate::lifecycle::mark_done;
 
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +235,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     .await?;
     for key in staged.iter().flat_map(|s| &s.queue) {
         if store.exists(key).await? {
-            store.rename(key, &key.replacen("queue/pending/", "queue/done/", 1)).await?;
+            mark_done(&store, key).await?;
         }
     }
     for key in store.list(&format!("staging/{run}")).await? {

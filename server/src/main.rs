@@ -125,7 +125,7 @@ fn read_secret(
 }
 
 fn default_model() -> String {
-    hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8").display().to_string()
+    hubdex_formats::default_model_dir().display().to_string()
 }
 
 async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {

@@ -198,20 +198,18 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
 
     // gc --keep 1 keeps the pinned first snapshot and every segment it needs.
     let store = Store::open(store_dir.to_str().unwrap()).unwrap();
+    // Five seconds on with no grace: every unreferenced segment is old enough to go.
+    let gc_past_grace = |store: &Store| {
+        let later = chrono::Utc::now() + chrono::Duration::seconds(5);
+        runtime().block_on(gc(store, 1, chrono::Duration::zero(), later)).unwrap()
+    };
     let young =
         runtime().block_on(gc(&store, 1, chrono::Duration::hours(24), chrono::Utc::now())).unwrap();
     assert!(
         young.deleted_segments.is_empty(),
         "nothing is deleted inside the grace period: {young:?}"
     );
-    let r = runtime()
-        .block_on(gc(
-            &store,
-            1,
-            chrono::Duration::zero(),
-            chrono::Utc::now() + chrono::Duration::seconds(5),
-        ))
-        .unwrap();
+    let r = gc_past_grace(&store);
     assert!(
         r.kept_snapshots.contains(&first.snapshot) && r.kept_snapshots.contains(&built.snapshot),
         "{r:?}"
@@ -230,14 +228,7 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
     });
     // Unpinned, the first snapshot and the segments only it used go.
     hubdex(&["unpin", &first.snapshot]);
-    let r = runtime()
-        .block_on(gc(
-            &store,
-            1,
-            chrono::Duration::zero(),
-            chrono::Utc::now() + chrono::Duration::seconds(5),
-        ))
-        .unwrap();
+    let r = gc_past_grace(&store);
     assert_eq!(r.deleted_snapshots, vec![first.snapshot.clone()], "{r:?}");
     assert!(!r.deleted_segments.is_empty(), "the old widgets segment is collected: {r:?}");
     let left = runtime().block_on(store.snapshots()).unwrap();

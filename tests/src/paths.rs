@@ -22,7 +22,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn model_dir() -> PathBuf {
     std::env::var_os("HUBDEX_MODEL_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| hubdex_formats::cache_dir().join("models").join("all-MiniLM-L6-v2-int8"))
+        .unwrap_or_else(hubdex_formats::default_model_dir)
 }
 
 /// The Python with the test tools (mcp, pyarrow, duckdb) that `ci/setup` installs.
