@@ -61,7 +61,7 @@ pub fn cache_dir() -> PathBuf {
 
 static ENVIRONMENT: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
 
-fn environment() -> Result<&'static ort::environment::Environment, EmbedError> {
+pub(crate) fn environment() -> Result<&'static ort::environment::Environment, EmbedError> {
     let path = runtime_library_path();
     let env = ENVIRONMENT.get_or_init(|| {
         if !path.exists() {

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 pub enum FormatError {
     /// An artifact names a format version this build cannot read.
     #[error(
-        "{what} has format version {found}, this hubdex reads version {supported}: \
+        "{what} has format version {found}, this hubdex reads versions {supported}: \
          rebuild the snapshot with this hubdex or upgrade hubdex"
     )]
-    UnsupportedVersion { what: String, found: u32, supported: u32 },
+    UnsupportedVersion { what: String, found: u32, supported: String },
     /// A file's bytes do not hash to the sha256 its segment.json records.
     #[error(
         "{path}: sha256 is {actual}, segment.json says {expected}: the file is corrupt or was changed"

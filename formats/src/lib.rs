@@ -25,6 +25,7 @@ mod error;
 mod files;
 mod hf;
 mod manifest;
+mod rerank;
 mod row;
 mod rows;
 mod segment;
@@ -40,8 +41,9 @@ pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_PARQUET, FileText, read_files, write_files};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
-    SegmentMeta, snapshot_id,
+    READABLE_VERSIONS, SegmentMeta, snapshot_id,
 };
+pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{

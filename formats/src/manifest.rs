@@ -7,8 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FormatError;
 
-/// The format version this build writes and the only one it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes. Version 2 added the `symbol` field and the code-aware
+/// analyzers to `text/`; diff and code rows use columns version 1 already had.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The format versions this build reads.
+pub const READABLE_VERSIONS: &[u32] = &[1, 2];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.
@@ -97,14 +101,12 @@ pub struct Latest {
 }
 
 fn check_version(what: &str, found: u32) -> Result<(), FormatError> {
-    if found == FORMAT_VERSION {
+    if READABLE_VERSIONS.contains(&found) {
         Ok(())
     } else {
-        Err(FormatError::UnsupportedVersion {
-            what: what.to_string(),
-            found,
-            supported: FORMAT_VERSION,
-        })
+        let supported =
+            READABLE_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
+        Err(FormatError::UnsupportedVersion { what: what.to_string(), found, supported })
     }
 }
 
@@ -188,7 +190,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("format version 9"), "{err}");
-        assert!(err.contains("reads version 1"), "{err}");
+        assert!(err.contains("reads versions 1, 2"), "{err}");
         assert!(err.contains("upgrade hubdex"), "{err}");
     }
 

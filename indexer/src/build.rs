@@ -185,6 +185,15 @@ pub(crate) struct Plan {
     pub(crate) prev: Option<Manifest>,
     pub(crate) repos: BTreeMap<String, Source>,
     pub(crate) client: Option<GitHubClient>,
+    /// hubdex.toml's rules by repository name (a local path's entry under the name it gets).
+    pub(crate) rules: BTreeMap<String, RepoRules>,
+}
+
+impl Plan {
+    /// The rules of `repo` (the defaults when hubdex.toml has no entry for it).
+    pub(crate) fn rules_of(&self, repo: &str) -> RepoRules {
+        self.rules.get(repo).cloned().unwrap_or_default()
+    }
 }
 
 /// Resolves the sources of `opts` into repositories.
@@ -197,13 +206,18 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     }
     let globs = globs.build()?;
     let mut repos: BTreeMap<String, Source> = BTreeMap::new();
+    let mut rules = opts.rules.clone();
     for source in &opts.sources {
         if let Some(name) = source.to_str().filter(|s| github::is_repo_name(s)) {
             repos.insert(name.to_string(), Source::GitHub);
             continue;
         }
+        let entry = opts.rules.get(source.to_string_lossy().as_ref());
         for dir in git::discover(source, &globs)? {
             let name = git::repo_name(&dir);
+            if let Some(r) = entry {
+                rules.entry(name.clone()).or_insert_with(|| r.clone());
+            }
             if let Some(Source::Local(other)) =
                 repos.insert(name.clone(), Source::Local(dir.clone()))
                 && other != dir
@@ -221,7 +235,7 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     } else {
         None
     };
-    Ok(Plan { store, prev, repos, client })
+    Ok(Plan { store, prev, repos, client, rules })
 }
 
 /// What crawling one repository gives: rows (without vectors unless carried over), file
@@ -245,7 +259,7 @@ pub(crate) async fn crawl_one(
     let (mut rows, mut files, cursor) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
-            let content = read_repo(dir, repo, web.as_deref(), |m| {
+            let content = read_repo(dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
@@ -255,7 +269,7 @@ pub(crate) async fn crawl_one(
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
             let cursor = Cursor::load(&plan.store, repo).await;
             let quota = client.stats.clone();
-            let scope = opts.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
+            let scope = plan.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
             let api = crawl_api(client, repo, &cursor, &scope, |m| {
                 let left = quota.remaining.load(std::sync::atomic::Ordering::Relaxed);
                 let left = if left == u64::MAX { "?".to_string() } else { left.to_string() };
@@ -275,7 +289,7 @@ pub(crate) async fn crawl_one(
                 &opts.cache.join("repos").join(format!("{repo}.git")),
                 token,
             )?;
-            let mut content = read_repo(&dir, repo, web.as_deref(), |m| {
+            let mut content = read_repo(&dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
                 crawl.set_message(format!("reading {repo}: {m}"))
             })?;
             if api.cursor.has_wiki {
@@ -302,7 +316,7 @@ pub(crate) async fn crawl_one(
             (rows, content.files, Some(api.cursor))
         }
     };
-    if let Some(rules) = opts.rules.get(repo) {
+    if let Some(rules) = plan.rules.get(repo) {
         rows.retain(|r| rules.keeps(r));
         files.retain(|f| rules.keeps_path(&f.path));
     }

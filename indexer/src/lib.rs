@@ -3,6 +3,7 @@
 //! The binary `hubdex-index` is a thin CLI over [`build()`].
 
 mod build;
+pub mod code;
 mod config;
 mod git;
 pub mod github;
@@ -13,7 +14,7 @@ mod refs;
 mod stages;
 
 pub use build::{BuildOptions, BuildReport, build, default_store};
-pub use config::{Config, RepoConfig, RepoRules};
+pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
 pub use git::GitError;
 pub use lifecycle::{DeltaReport, GcReport, QueueEntry, delta, gc, parse_duration};
 pub use local::{DIFF_MAX_LINES, cut_diff};

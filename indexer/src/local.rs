@@ -1,5 +1,6 @@
-//! Rows from a local git repository: one `commit` row per commit on every branch, and `doc`
-//! rows for the markdown files at HEAD, chunked by heading.
+//! Rows from a local git repository: one `commit` row per commit on every branch and one `diff`
+//! row per file it changed, `doc` rows for the markdown files at HEAD (chunked by heading) and
+//! `code` rows for the other text files at HEAD (chunked by syntax, see [`crate::code`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -7,6 +8,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use hubdex_formats::{FileText, Row, RowType};
 
+use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
+use crate::config::{RepoRules, looks_generated};
 use crate::git::{self, Commit, GitError};
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
@@ -37,27 +40,103 @@ pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
     web: Option<&str>,
+    rules: &RepoRules,
     mut progress: impl FnMut(&str),
 ) -> Result<RepoContent, GitError> {
     let mut rows = Vec::new();
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
+    let mut commits = 0usize;
     git::for_each_commit(dir, |c| {
         for f in &c.files {
             if let Some(t) = c.committed_at {
                 last_change.entry(f.clone()).or_insert(t);
             }
         }
-        rows.push(commit_row(repo, web, &c));
-        if rows.len() % 200 == 0 {
-            progress(&format!("{} commits", rows.len()));
+        if rules.wants(RowType::Commit) {
+            rows.push(commit_row(repo, web, &c));
+        }
+        if rules.wants(RowType::Diff) {
+            rows.extend(diff_rows(repo, web, &c));
+        }
+        commits += 1;
+        if commits.is_multiple_of(200) {
+            progress(&format!("{commits} commits"));
         }
     })?;
-    let commits = rows.len();
+    let history = rows.len();
     let mut content = RepoContent { rows, files: Vec::new() };
     read_docs(dir, repo, web, DocSource::Repo, &last_change, &mut content)?;
-    progress(&format!("{commits} commits, {} doc chunks", content.rows.len() - commits));
+    let docs = content.rows.len() - history;
+    if rules.wants(RowType::Code) {
+        read_code(dir, repo, web, rules, &last_change, &mut content)?;
+    }
+    let code = content.rows.len() - history - docs;
+    progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
+}
+
+/// Reads the source files at HEAD as `code` rows (see [`crate::code`]): every text file that is
+/// not markdown, not vendored or generated, and not larger than the rules allow.
+fn read_code(
+    dir: &Path,
+    repo: &str,
+    web: Option<&str>,
+    rules: &RepoRules,
+    last_change: &HashMap<String, DateTime<Utc>>,
+    out: &mut RepoContent,
+) -> Result<(), GitError> {
+    let Some(head) = git::head(dir)? else { return Ok(()) };
+    let paths: Vec<String> = git::tree_files(dir, &head)?
+        .into_iter()
+        .filter(|p| !is_markdown(p) && rules.keeps_path(p) && !rules.code.skip.is_match(p))
+        .filter(|p| Lang::of_path(p).is_some() || plain_language(p).is_some())
+        .collect();
+    let blobs = git::read_blobs(dir, &head, &paths)?;
+    let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
+    for path in &paths {
+        let Some(bytes) = blobs.get(path) else { continue };
+        if bytes.len() as u64 > rules.code.max_file_bytes
+            || bytes[..bytes.len().min(8000)].contains(&0)
+        {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else { continue };
+        if looks_generated(&text[..text.len().min(2000)]) {
+            continue;
+        }
+        let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
+        let updated = last_change.get(path).copied();
+        let file_name = path.rsplit('/').next().unwrap_or(path);
+        let chunked = chunk_code(path, text, opts);
+        for (i, chunk) in chunked.chunks.into_iter().enumerate() {
+            let mut row = Row::new(RowType::Code, repo, &format!("file/{path}"), i as u32);
+            row.title = Some(match &chunk.symbol {
+                Some(sym) => format!("{sym} ({file_name})"),
+                None => format!("{file_name}:{}-{}", chunk.line_start, chunk.line_end),
+            });
+            row.symbol = chunk.symbol;
+            row.path = Some(path.clone());
+            row.language = language.map(str::to_string);
+            row.line_start = Some(chunk.line_start as i64);
+            row.line_end = Some(chunk.line_end as i64);
+            row.commit_sha = Some(head.clone());
+            row.created_at = updated;
+            row.updated_at = updated;
+            row.url = web.map(|w| {
+                format!("{w}/blob/{head}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
+            });
+            row.set_body(&chunk.text);
+            out.rows.push(row);
+        }
+        out.files.push(FileText {
+            path: path.clone(),
+            commit_sha: head.clone(),
+            language: language.map(str::to_string),
+            content: text.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Reads the markdown pages of a wiki repository as `wiki_doc` rows (paths under `wiki/`).
@@ -162,6 +241,54 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit) -> Row {
     row
 }
 
+/// One row per file a commit changed: the commit message, the path and that file's patch.
+pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &Commit) -> Vec<Row> {
+    let subject = c.message.lines().next().unwrap_or("").trim().to_string();
+    split_diff(&c.diff)
+        .into_iter()
+        .map(|(path, patch)| {
+            let entity = format!("commit/{}", c.sha);
+            let mut row =
+                Row::keyed(RowType::Diff, repo, &entity, &format!("diff/{}/{path}", c.sha), 0);
+            row.title = Some(subject.clone());
+            row.path = Some(path.to_string());
+            row.author = Some(format!("{} <{}>", c.author, c.author_email));
+            row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
+            row.created_at = c.authored_at;
+            row.updated_at = c.committed_at;
+            row.commit_sha = Some(c.sha.clone());
+            row.files_changed = vec![path.to_string()];
+            row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
+            row.refs = find_refs(&c.message);
+            row.set_body(&format!("{}\n\n{}", c.message, cut_diff(patch)));
+            row
+        })
+        .collect()
+}
+
+/// A commit's unified diff split per file: (new path, that file's part of the diff).
+fn split_diff(diff: &str) -> Vec<(&str, &str)> {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut at = 0;
+    for line in diff.split_inclusive('\n') {
+        if line.starts_with("diff --git ") {
+            starts.push(at);
+        }
+        at += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &s)| {
+            let end = starts.get(i + 1).copied().unwrap_or(diff.len());
+            let part = &diff[s..end];
+            let header = part.lines().next()?.strip_prefix("diff --git ")?;
+            let path = &header[header.rfind(" b/")? + 3..];
+            Some((path, part.trim_end()))
+        })
+        .collect()
+}
+
 /// The chunk rows of one markdown file at `commit`.
 pub(crate) fn doc_rows(
     repo: &str,
@@ -221,5 +348,27 @@ mod tests {
             cut.lines().last().unwrap()
         );
         assert_eq!(cut_diff("+a\n+b\n"), "+a\n+b\n");
+    }
+
+    #[test]
+    fn a_commit_diff_splits_into_one_part_per_file() {
+        let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/docs/my file.md b/docs/my file.md\nnew file mode 100644\n--- /dev/null\n+++ b/docs/my file.md\n@@ -0,0 +1 @@\n+hi\n";
+        let parts = split_diff(diff);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].0, "src/a.rs");
+        assert!(parts[0].1.ends_with("+y"));
+        assert_eq!(parts[1].0, "docs/my file.md");
+        let c = Commit {
+            sha: "a".repeat(40),
+            message: "Fix the parser\n\nIt broke on #12.".into(),
+            diff: diff.into(),
+            ..Commit::default()
+        };
+        let rows = diff_rows("o/r", Some("https://github.com/o/r"), &c);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| r.entity == format!("commit/{}", c.sha)));
+        assert_ne!(rows[0].id, rows[1].id);
+        assert!(rows[0].body.starts_with("Fix the parser") && rows[0].body.contains("+y"));
+        assert_eq!(rows[1].refs, ["#12"]);
     }
 }

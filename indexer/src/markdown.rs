@@ -5,6 +5,9 @@ use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 /// A section longer than this is split at line boundaries into several chunks.
 const MAX_CHUNK_CHARS: usize = 6000;
 
+/// Lines a piece of a split section repeats from the piece before it.
+const OVERLAP_LINES: usize = 3;
+
 /// One chunk of a markdown file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MdChunk {
@@ -58,17 +61,20 @@ pub fn chunk_markdown(src: &str) -> Vec<MdChunk> {
             continue;
         }
         let first_line = line_of(*start);
-        let mut piece = String::new();
-        let mut piece_start = first_line;
-        for (k, line) in section.split_inclusive('\n').enumerate() {
-            if !piece.is_empty() && piece.len() + line.len() > MAX_CHUNK_CHARS {
-                push(&mut out, path, &piece, piece_start);
-                piece.clear();
-                piece_start = first_line + k;
+        let lines: Vec<&str> = section.split_inclusive('\n').collect();
+        let mut piece_start = 0;
+        let mut len = 0;
+        for (k, line) in lines.iter().enumerate() {
+            if k > piece_start && len + line.len() > MAX_CHUNK_CHARS {
+                push(&mut out, path, &lines[piece_start..k].concat(), first_line + piece_start);
+                // The next piece repeats the end of this one, so a passage cut in two is whole
+                // in one of them.
+                piece_start = k.saturating_sub(OVERLAP_LINES).max(piece_start + 1);
+                len = lines[piece_start..k].iter().map(|l| l.len()).sum();
             }
-            piece.push_str(line);
+            len += line.len();
         }
-        push(&mut out, path, &piece, piece_start);
+        push(&mut out, path, &lines[piece_start..].concat(), first_line + piece_start);
     }
     out
 }
@@ -127,7 +133,7 @@ mod tests {
         assert!(chunks.iter().all(|c| c.heading_path == vec!["Big".to_string()]));
         assert_eq!(chunks.last().unwrap().line_end, 101);
         for w in chunks.windows(2) {
-            assert_eq!(w[0].line_end + 1, w[1].line_start);
+            assert_eq!(w[1].line_start + OVERLAP_LINES, w[0].line_end + 1, "pieces overlap");
         }
     }
 

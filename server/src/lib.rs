@@ -5,6 +5,7 @@
 //! structs ([`SearchAnswer`]).
 
 mod args;
+mod eval;
 mod fetch;
 mod filter;
 mod http;
@@ -18,12 +19,18 @@ mod tools;
 mod webhook;
 
 pub use args::{Args, ToolError};
+pub use eval::{
+    EvalQuery, Mode, ModeReport, load_eval, matches as eval_matches, render_table, run_eval,
+};
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
 pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
-pub use search::{Fusion, RRF_K, SearchAnswer, SearchRequest, SearchResult, Sort, search, snippet};
+pub use search::{
+    Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,
+    SearchResult, Sort, search, snippet,
+};
 pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot, pull_snapshot};
 pub use state::AppState;
 pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::{Device, Embedder, Store};
+use hubdex_formats::{Device, Embedder, Reranker, Store};
 use hubdex_server::{
-    AppState, HttpOptions, HubdexMcp, WebhookConfig, call_tool_via, default_cache, open_snapshot,
-    serve_http,
+    AppState, Blend, HttpOptions, HubdexMcp, Mode, WebhookConfig, call_tool_via, default_cache,
+    load_eval, open_snapshot, render_table, run_eval, serve_http,
 };
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
@@ -31,6 +31,10 @@ struct Cli {
     /// Where verified segments are cached (default ~/.cache/hubdex).
     #[arg(long, global = true, env = "HUBDEX_CACHE_DIR")]
     cache: Option<PathBuf>,
+    /// Cross-encoder model directory (model.onnx + tokenizer.json, one logit per pair) for
+    /// `rerank: true`; without one, rerank is not applied and answers say so.
+    #[arg(long = "rerank-model", global = true, env = "HUBDEX_RERANK_MODEL")]
+    rerank_model: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,6 +61,24 @@ enum Command {
         /// Answer from exactly this snapshot.
         #[arg(long)]
         snapshot: Option<String>,
+        /// Rerank the top candidates with the --rerank-model cross-encoder.
+        #[arg(long)]
+        rerank: bool,
+    },
+    /// Measure retrieval quality on judged queries (JSON lines: {query, relevant, repo?}):
+    /// recall@k, MRR@k, nDCG@10 and latency for sparse_only, dense_only, rrf (and rrf+rerank
+    /// with --rerank-model).
+    Eval {
+        file: PathBuf,
+        /// Cut-off of recall and MRR.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=50))]
+        k: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also try these blends of the two rankings (rrf:K, wrrf:W, minmax:W; repeatable).
+        #[arg(long)]
+        blend: Vec<String>,
     },
     /// Serve MCP over stdio or HTTP.
     Serve {
@@ -143,7 +165,15 @@ async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
             &snap.manifest.model.model_sha256[..12]
         );
     }
-    Ok(Arc::new(AppState::new(store, cache, snap, Arc::new(embedder))))
+    let mut state = AppState::new(store, cache, snap, Arc::new(embedder));
+    if let Some(dir) = cli.rerank_model.clone() {
+        let shown = dir.display().to_string();
+        let reranker = tokio::task::spawn_blocking(move || Reranker::load(&dir))
+            .await?
+            .with_context(|| format!("--rerank-model {shown}"))?;
+        state.reranker = Some(Arc::new(reranker));
+    }
+    Ok(Arc::new(state))
 }
 
 fn print_answer(answer: &Value) {
@@ -230,12 +260,52 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{pulled}");
             Ok(())
         }
-        Command::Query { text, json, top_k, types, repo, fusion, snapshot } => {
+        Command::Eval { file, k, json, blend } => {
+            let queries = load_eval(file)?;
+            let mut modes = Mode::standard(cli.rerank_model.is_some());
+            for b in blend {
+                let parsed = Blend::parse(b).map_err(anyhow::Error::msg)?;
+                modes.push(Mode {
+                    name: format!("rrf[{b}]"),
+                    fusion: hubdex_server::Fusion::Rrf,
+                    blend: parsed,
+                    rerank: false,
+                });
+            }
+            let state = load_state(&cli, store).await?;
+            let k = *k as usize;
+            let total = queries.len();
+            let reports = tokio::task::spawn_blocking(move || {
+                let snap = state.current.load_full();
+                run_eval(
+                    &snap,
+                    &state.embedder,
+                    state.reranker.as_deref(),
+                    &queries,
+                    k,
+                    &modes,
+                    |mode, i| {
+                        if i == total {
+                            eprintln!("{mode}: {total} queries");
+                        }
+                    },
+                )
+            })
+            .await??;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&json!({"k": k, "modes": reports}))?);
+            } else {
+                print!("{}", render_table(&reports, k));
+            }
+            Ok(())
+        }
+        Command::Query { text, json, top_k, types, repo, fusion, snapshot, rerank } => {
             let state = load_state(&cli, store).await?;
             let mut args = Map::new();
             args.insert("query".into(), json!(text));
             args.insert("top_k".into(), json!(top_k));
             args.insert("fusion".into(), json!(fusion));
+            args.insert("rerank".into(), json!(rerank));
             if !types.is_empty() {
                 args.insert("type".into(), json!(types));
             }

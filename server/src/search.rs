@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hubdex_formats::{Embedder, Row};
+use hubdex_formats::{Embedder, Reranker, Row};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -14,6 +14,54 @@ use crate::snapshot::OpenSnapshot;
 
 /// The RRF constant: a document at rank r contributes 1 / (K + r).
 pub const RRF_K: f64 = 60.0;
+
+/// Candidates the cross-encoder rescores when `rerank` is asked for.
+pub const RERANK_CANDIDATES: usize = 30;
+
+/// Chars of a row the cross-encoder reads (its tokenizer cuts further).
+const RERANK_PASSAGE_CHARS: usize = 2000;
+
+/// What `rerank_note` says when rerank was asked for and the server has no model.
+pub const NO_RERANK_MODEL: &str =
+    "rerank was not applied: this server has no rerank model (hubdex serve --rerank-model DIR)";
+
+/// How `fusion: rrf` combines the two rankings. The default is the one that did best on the
+/// eval sets (docs/quality.md); `hubdex eval --blend` tries others.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Blend {
+    /// Weighted reciprocal rank fusion: `w_sparse / (k + rank_sparse) + w_dense / (k + rank_dense)`.
+    Rrf { k: f64, w_sparse: f64, w_dense: f64 },
+    /// Scores min-max normalised per list, then `(1 - w_dense) * sparse + w_dense * dense`.
+    MinMax { w_dense: f64 },
+}
+
+impl Blend {
+    /// Plain RRF, k = 60, equal weights.
+    pub const RRF: Blend = Blend::Rrf { k: RRF_K, w_sparse: 1.0, w_dense: 1.0 };
+    /// What `fusion: rrf` uses: RRF with k = 20, equal weights. On the docstring → code set it
+    /// beat k = 60, weighted RRF and min-max blends on recall@10 and MRR (docs/quality.md).
+    pub const DEFAULT: Blend = Blend::Rrf { k: 20.0, w_sparse: 1.0, w_dense: 1.0 };
+
+    /// Parses `rrf`, `rrf:K`, `wrrf:W_DENSE` (weights 1 - w and w, k = 60) or `minmax:W_DENSE`.
+    pub fn parse(s: &str) -> Result<Blend, String> {
+        let bad =
+            || format!("unknown blend {s:?}; allowed: rrf, rrf:K, wrrf:W, minmax:W (0 ≤ W ≤ 1)");
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a.parse::<f64>().map_err(|_| bad())?)),
+            None => (s, None),
+        };
+        let w = |a: Option<f64>| a.filter(|w| (0.0..=1.0).contains(w)).ok_or_else(bad);
+        match name {
+            "rrf" => Ok(Blend::Rrf { k: arg.unwrap_or(RRF_K), w_sparse: 1.0, w_dense: 1.0 }),
+            "wrrf" => {
+                let w = w(arg)?;
+                Ok(Blend::Rrf { k: RRF_K, w_sparse: 2.0 * (1.0 - w), w_dense: 2.0 * w })
+            }
+            "minmax" => Ok(Blend::MinMax { w_dense: w(arg)? }),
+            _ => Err(bad()),
+        }
+    }
+}
 
 /// Longest accepted query, in chars.
 pub(crate) const MAX_QUERY_CHARS: usize = 2000;
@@ -71,6 +119,8 @@ pub struct SearchRequest {
     pub filters: Filters,
     pub rerank: bool,
     pub snapshot: Option<String>,
+    /// How `fusion: rrf` blends; not a tool argument (see [`Blend::DEFAULT`]).
+    pub blend: Blend,
 }
 
 impl SearchRequest {
@@ -87,6 +137,7 @@ impl SearchRequest {
             filters: Filters::from_args(&a)?,
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
+            blend: Blend::DEFAULT,
         })
     }
 }
@@ -134,6 +185,9 @@ pub struct SearchResult {
     pub sparse_rank: Option<usize>,
     pub dense_score: Option<f32>,
     pub dense_rank: Option<usize>,
+    /// The cross-encoder's logit, when the answer was reranked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank_score: Option<f32>,
     pub same_entity: Option<SameEntity>,
 }
 
@@ -144,6 +198,9 @@ pub struct SearchAnswer {
     pub count: usize,
     pub filters_unmatched: Vec<String>,
     pub rerank_applied: bool,
+    /// Why rerank was asked for and not applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank_note: Option<String>,
     pub results: Vec<SearchResult>,
 }
 
@@ -152,16 +209,26 @@ struct Candidate {
     sparse: Option<(f32, usize)>,
     dense: Option<(f32, usize)>,
     fused: f64,
+    rerank: Option<f32>,
+}
+
+/// Min-max normalisation of one list's scores: (min, max - min).
+fn range_of(list: &[(usize, u64, f32)]) -> (f64, f64) {
+    let min = list.iter().map(|x| x.2).fold(f32::INFINITY, f32::min) as f64;
+    let max = list.iter().map(|x| x.2).fold(f32::NEG_INFINITY, f32::max) as f64;
+    (min, (max - min).max(1e-9))
 }
 
 pub(crate) fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
     t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
-/// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only.
+/// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only; rescores the
+/// top candidates with `reranker` when the request asks for it and there is one.
 pub fn search(
     snap: &OpenSnapshot,
     embedder: &Embedder,
+    reranker: Option<&Reranker>,
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = req.filters.unmatched(snap);
@@ -218,21 +285,51 @@ pub fn search(
     for (rank, &(si, ord, score)) in dense.iter().enumerate() {
         cands.entry((si, ord)).or_default().dense = Some((score, rank + 1));
     }
+    let (s_min, s_span) = range_of(&sparse);
+    let (d_min, d_span) = range_of(&dense);
     for c in cands.values_mut() {
-        c.fused = match req.fusion {
-            Fusion::Rrf => {
-                c.sparse.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64))
-                    + c.dense.map_or(0.0, |(_, r)| 1.0 / (RRF_K + r as f64))
+        c.fused = match (req.fusion, req.blend) {
+            (Fusion::Rrf, Blend::Rrf { k, w_sparse, w_dense }) => {
+                c.sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
+                    + c.dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
             }
-            Fusion::DenseOnly => c.dense.map_or(0.0, |(s, _)| s as f64),
-            Fusion::SparseOnly => c.sparse.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::Rrf, Blend::MinMax { w_dense }) => {
+                (1.0 - w_dense) * c.sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
+                    + w_dense * c.dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
+            }
+            (Fusion::DenseOnly, _) => c.dense.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
     let mut ranked: Vec<((usize, u64), Candidate)> = cands.into_iter().collect();
     // Ties break on row id so the same snapshot always gives the same order.
-    ranked.sort_by(|a, b| {
+    let by_fused = |a: &((usize, u64), Candidate), b: &((usize, u64), Candidate)| {
         b.1.fused.total_cmp(&a.1.fused).then_with(|| row(snap, a.0).id.cmp(&row(snap, b.0).id))
-    });
+    };
+    ranked.sort_by(by_fused);
+    let mut rerank_note = None;
+    let mut rerank_applied = false;
+    match (req.rerank, reranker) {
+        (true, Some(model)) => {
+            let n = ranked.len().min(RERANK_CANDIDATES.max(req.top_k * 2));
+            let passages: Vec<String> =
+                ranked[..n].iter().map(|(key, _)| rerank_passage(row(snap, *key))).collect();
+            let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+            let scores = model
+                .score(&req.query, &refs)
+                .map_err(|e| ToolError::Unavailable(format!("reranking: {e}")))?;
+            for ((_, c), s) in ranked[..n].iter_mut().zip(scores) {
+                c.rerank = Some(s);
+            }
+            ranked[..n].sort_by(|a, b| {
+                let (x, y) = (a.1.rerank.unwrap_or(f32::MIN), b.1.rerank.unwrap_or(f32::MIN));
+                y.total_cmp(&x).then_with(|| by_fused(a, b))
+            });
+            rerank_applied = true;
+        }
+        (true, None) => rerank_note = Some(NO_RERANK_MODEL.to_string()),
+        (false, _) => {}
+    }
 
     let terms = query_terms(&req.query);
     let mut results: Vec<SearchResult> = Vec::new();
@@ -276,6 +373,7 @@ pub fn search(
             sparse_rank: c.sparse.map(|s| s.1),
             dense_score: c.dense.map(|s| s.0),
             dense_rank: c.dense.map(|s| s.1),
+            rerank_score: c.rerank,
             same_entity: None,
         });
     }
@@ -292,9 +390,25 @@ pub fn search(
         snapshot: snap.id().to_string(),
         count: results.len(),
         filters_unmatched,
-        rerank_applied: false,
+        rerank_applied,
+        rerank_note,
         results,
     })
+}
+
+/// What the cross-encoder reads of a row: where it is, its title and the start of its body.
+fn rerank_passage(r: &Row) -> String {
+    let mut text = String::new();
+    if let Some(p) = &r.path {
+        text.push_str(p);
+        text.push('\n');
+    }
+    if let Some(t) = &r.title {
+        text.push_str(t);
+        text.push('\n');
+    }
+    text.extend(r.body.chars().take(RERANK_PASSAGE_CHARS));
+    text
 }
 
 fn row(snap: &OpenSnapshot, (si, ord): (usize, u64)) -> &Row {
@@ -365,6 +479,19 @@ mod tests {
         assert!(s.contains("needle"), "{s}");
         assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
         assert!(s.chars().count() <= 102, "{}", s.chars().count());
+    }
+
+    #[test]
+    fn blends_parse_and_bad_ones_are_named() {
+        assert_eq!(Blend::parse("rrf").unwrap(), Blend::RRF);
+        assert_eq!(
+            Blend::parse("wrrf:0.25").unwrap(),
+            Blend::Rrf { k: RRF_K, w_sparse: 1.5, w_dense: 0.5 }
+        );
+        assert_eq!(Blend::parse("minmax:0.5").unwrap(), Blend::MinMax { w_dense: 0.5 });
+        for bad in ["minmax:2", "wrrf", "borda", "rrf:x"] {
+            assert!(Blend::parse(bad).unwrap_err().contains("allowed"), "{bad}");
+        }
     }
 
     #[test]

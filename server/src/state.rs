@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use hubdex_formats::{Embedder, Store};
+use hubdex_formats::{Embedder, Reranker, Store};
 
 use crate::args::ToolError;
 use crate::metrics::Metrics;
@@ -20,6 +20,8 @@ pub struct AppState {
     pub cache: PathBuf,
     pub current: ArcSwap<OpenSnapshot>,
     pub embedder: Arc<Embedder>,
+    /// The cross-encoder for `rerank: true`, when one is configured.
+    pub reranker: Option<Arc<Reranker>>,
     pub metrics: Metrics,
     pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
 }
@@ -48,6 +50,7 @@ impl AppState {
             cache,
             current: ArcSwap::new(current),
             embedder,
+            reranker: None,
             metrics,
             pinned: Mutex::new(Vec::new()),
         }

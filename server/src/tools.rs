@@ -191,9 +191,12 @@ pub async fn call_tool(
             let req = SearchRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let embedder = state.embedder.clone();
-            let answer = tokio::task::spawn_blocking(move || search(&snap, &embedder, &req))
-                .await
-                .map_err(|e| ToolError::Unavailable(format!("search task failed: {e}")))??;
+            let reranker = state.reranker.clone();
+            let answer = tokio::task::spawn_blocking(move || {
+                search(&snap, &embedder, reranker.as_deref(), &req)
+            })
+            .await
+            .map_err(|e| ToolError::Unavailable(format!("search task failed: {e}")))??;
             to_value(serde_json::to_value(answer))
         }
         "scan" => {

@@ -189,8 +189,9 @@ fn a_new_commit_embeds_only_its_row_and_keeps_the_rest() {
         "Add the NEW file",
     ]);
     let second = rt.block_on(build(&options(&store, &repo.dir))).unwrap();
-    assert_eq!(second.embedded, 1, "only the new commit is embedded");
-    assert_eq!(second.rows, first.rows + 1);
+    // The commit, its one diff row, and the new file's one code chunk; the rest is reused.
+    assert_eq!(second.embedded, 3, "only the new commit and the new file are embedded");
+    assert_eq!(second.rows, first.rows + 3);
     assert!(second.published);
     let m = rt.block_on(async {
         hubdex_formats::Store::open(&store.display().to_string())
@@ -200,5 +201,5 @@ fn a_new_commit_embeds_only_its_row_and_keeps_the_rest() {
             .unwrap()
     });
     assert_eq!(m.parent.as_deref(), Some(first.snapshot.as_str()));
-    assert_eq!(m.build.embedded, 1);
+    assert_eq!(m.build.embedded, 3);
 }

@@ -1,34 +1,51 @@
-//! The committed golden snapshot of format version 1 still opens and answers: a reader change
-//! that breaks old snapshots fails here.
+//! The committed golden snapshot of every readable format version still opens and answers: a
+//! reader change that breaks old snapshots fails here.
 
-use hubdex_formats::{FORMAT_VERSION, Segment, Store, read_rows};
+use hubdex_formats::{FORMAT_VERSION, READABLE_VERSIONS, Segment, Store, read_rows};
 use serde_json::json;
 
 use crate::fixture::{runtime, state};
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v1");
 const GOLDEN_SNAPSHOT: &str = "20261129T193202Z-c1deaba1";
+const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2");
+const GOLDEN_V2_SNAPSHOT: &str = "20261129T212733Z-142190f8";
+
+#[test]
+fn every_readable_format_version_has_a_golden_fixture() {
+    assert_eq!(READABLE_VERSIONS, [1, 2]);
+    assert_eq!(
+        FORMAT_VERSION, 2,
+        "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
+    );
+}
 
 #[test]
 fn the_golden_v1_snapshot_verifies_opens_and_answers() {
-    assert_eq!(
-        FORMAT_VERSION, 1,
-        "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
-    );
+    check_golden(GOLDEN, GOLDEN_SNAPSHOT, 1, 5);
+}
+
+#[test]
+fn the_golden_v2_snapshot_verifies_opens_and_answers() {
+    // 3 commits, their 3 diff rows, 2 README sections and flowers.txt as one code chunk.
+    check_golden(GOLDEN_V2, GOLDEN_V2_SNAPSHOT, 2, 9);
+}
+
+fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
     // Work on a copy: opening a local store must not need to write into the fixture.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("golden");
-    copy_dir(std::path::Path::new(GOLDEN), &copy);
+    copy_dir(std::path::Path::new(fixture), &copy);
     runtime().block_on(async {
         let store = Store::open(copy.to_str().unwrap()).unwrap();
         let manifest = store.latest_manifest().await.unwrap();
-        assert_eq!(manifest.snapshot, GOLDEN_SNAPSHOT);
-        assert_eq!(manifest.format_version, 1);
+        assert_eq!(manifest.snapshot, snapshot);
+        assert_eq!(manifest.format_version, version);
         let seg = &manifest.segments[0];
         let cache = dir.path().join("cache");
         let seg_dir = store.fetch_segment(seg, &cache).await.unwrap();
         let opened = Segment::open(&seg_dir).unwrap();
-        assert_eq!(opened.rows.len(), 5);
+        assert_eq!(opened.rows.len(), rows);
         let rows = read_rows(&seg_dir.join("rows.parquet"), true).unwrap();
         let titles: Vec<&str> = rows.iter().filter_map(|r| r.title.as_deref()).collect();
         assert!(titles.contains(&"Plant tulips in the flower bed"), "{titles:?}");
@@ -40,7 +57,7 @@ fn the_golden_v1_snapshot_verifies_opens_and_answers() {
             .unwrap()
             .clone();
         let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
-        assert_eq!(answer["snapshot"], json!(GOLDEN_SNAPSHOT));
+        assert_eq!(answer["snapshot"], json!(snapshot));
         assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
     });
 }

@@ -11,4 +11,5 @@ mod http;
 mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
+mod quality;
 mod stages;

@@ -197,3 +197,58 @@ pub fn make_repo(dir: &Path) -> GeneratedRepo {
         merge_subject,
     }
 }
+
+/// Source files in every language the code chunker parses, with the symbols each should give.
+pub const CODE_FILES: &[(&str, &str, &[&str])] = &[
+    (
+        "src/http.rs",
+        "//! HTTP helpers.\n\nuse std::io;\n\n/// Parses one request line.\npub fn parseHttpRequest(line: &str) -> io::Result<(String, String)> {\n    let mut parts = line.split(' ');\n    let method = parts.next().unwrap_or_default().to_string();\n    let path = parts.next().unwrap_or_default().to_string();\n    Ok((method, path))\n}\n\npub struct Router {\n    routes: Vec<String>,\n}\n\nimpl Router {\n    pub fn add_route(&mut self, r: &str) {\n        self.routes.push(r.to_string());\n    }\n}\n",
+        &["parseHttpRequest", "Router", "Router::add_route"],
+    ),
+    (
+        "tools/report.py",
+        "import sys\n\n\nclass Ledger:\n    def balance_of(self, account):\n        return 0\n\n\ndef summarize_ledger(rows):\n    \"\"\"Totals the ledger.\"\"\"\n    return sum(rows)\n",
+        &["Ledger.balance_of", "summarize_ledger"],
+    ),
+    (
+        "web/cart.js",
+        "export function addToCart(cart, item) {\n  cart.push(item);\n  return cart;\n}\n\nclass Checkout {\n  pay(amount) {\n    return amount > 0;\n  }\n}\n",
+        &["addToCart", "Checkout.pay"],
+    ),
+    (
+        "web/types.ts",
+        "export interface Invoice {\n  total: number;\n}\n\nexport function computeTax(invoice: Invoice): number {\n  return invoice.total * 0.2;\n}\n",
+        &["Invoice", "computeTax"],
+    ),
+    (
+        "cmd/server.go",
+        "package main\n\nimport \"net/http\"\n\ntype Server struct {\n\tmux *http.ServeMux\n}\n\nfunc (s *Server) HandleHealth(w http.ResponseWriter) {\n\tw.WriteHeader(200)\n}\n\nfunc main() {}\n",
+        &["Server", "Server.HandleHealth", "main"],
+    ),
+    (
+        "java/Inventory.java",
+        "package shop;\n\npublic class Inventory {\n    private int count;\n\n    public int restockShelves(int n) {\n        count += n;\n        return count;\n    }\n}\n",
+        &["Inventory.restockShelves"],
+    ),
+    (
+        "native/ring.c",
+        "#include <stdlib.h>\n\nstruct ring {\n  int *slots;\n};\n\nint ring_push(struct ring *r, int v) {\n  r->slots[0] = v;\n  return 0;\n}\n",
+        &["ring", "ring_push"],
+    ),
+    (
+        "native/cache.cpp",
+        "#include <map>\n\nnamespace store {\n\nint evict_oldest(std::map<int, int>& m) {\n  m.erase(m.begin());\n  return 0;\n}\n\n}  // namespace store\n",
+        &["store::evict_oldest"],
+    ),
+];
+
+/// Makes a repository of one commit holding [`CODE_FILES`].
+pub fn make_code_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir repo");
+    git(dir, &["init", "-q", "-b", "main"], 0);
+    for (path, text, _) in CODE_FILES {
+        write(dir, path, text);
+    }
+    git(dir, &["add", "."], 1);
+    git(dir, &["commit", "-q", "-m", "Add the shop services in seven languages"], 1);
+}
