@@ -50,6 +50,6 @@ pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
     read_segment_meta, safe_join, segment_id, start_segment, verify_segment_dir, write_segment,
 };
-pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER};
+pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER, failpoint};
 pub use text::{TextIndex, write_text_index};
 pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -20,6 +20,15 @@ use crate::manifest::{Latest, Manifest, ManifestSegment, SegmentMeta};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
+/// Test hook: when `$HUBDEX_FAILPOINT` names this point, the process aborts here, as if it
+/// were killed (reliability tests use it to stop a publish half-way). Unset, it does nothing.
+pub fn failpoint(name: &str) {
+    if std::env::var("HUBDEX_FAILPOINT").is_ok_and(|v| v == name) {
+        eprintln!("failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
 /// The object LATEST lives at.
 pub const LATEST: &str = "LATEST";
 
@@ -56,6 +65,13 @@ impl Store {
     /// local path. A local directory is created if missing. Cloud credentials come from the
     /// usual environment variables (AWS_*, GOOGLE_*, AZURE_*).
     pub fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, &[])
+    }
+
+    /// [`Store::open`] with settings given as if they were environment variables
+    /// (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, …) on top of the real environment; unknown names are
+    /// ignored. For programs that talk to several stores at once (tests, tools).
+    pub fn open_with(url: &str, settings: &[(&str, &str)]) -> Result<Store, StoreError> {
         let bad = |detail: String| StoreError::BadUrl { url: url.to_string(), detail };
         if url == "memory://" || url.starts_with("memory://") {
             return Ok(Store {
@@ -82,13 +98,20 @@ impl Store {
         }
         let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
         let inner: Arc<dyn ObjectStore> = match parsed.scheme() {
-            "s3" | "s3a" => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
-                    .build()
-                    .map_err(|e| bad(e.to_string()))?,
-            ),
+            "s3" | "s3a" => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env();
+                for (k, v) in settings {
+                    if let Ok(key) = k.to_ascii_lowercase().parse() {
+                        b = b.with_config(key, *v);
+                    }
+                }
+                Arc::new(
+                    b.with_url(url)
+                        .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+                        .build()
+                        .map_err(|e| bad(e.to_string()))?,
+                )
+            }
             "gs" => Arc::new(
                 object_store::gcp::GoogleCloudStorageBuilder::from_env()
                     .with_url(url)
@@ -114,6 +137,32 @@ impl Store {
             Arc::new(object_store::prefix::PrefixStore::new(inner, prefix))
         };
         Ok(Store { inner, url: url.to_string(), local_root: None })
+    }
+
+    /// A store over any object_store implementation (`url` is what messages call it). Tests
+    /// use it to put faults between hubdex and a real store.
+    pub fn from_object_store(inner: Arc<dyn ObjectStore>, url: &str) -> Store {
+        Store { inner, url: url.to_string(), local_root: None }
+    }
+
+    /// Whether the store honours create-only writes: writes a probe object, then asks to
+    /// create it again, which must fail. A store that says yes to both would let two
+    /// publishers overwrite each other's LATEST.
+    pub async fn honours_conditional_writes(&self) -> Result<bool, StoreError> {
+        const PROBE: &str = "_hubdex/conditional-write-probe";
+        self.put(PROBE, b"probe".to_vec()).await?;
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        let again = self
+            .inner
+            .put_opts(&ObjectPath::from(PROBE), PutPayload::from_static(b"probe"), opts)
+            .await;
+        Ok(match again {
+            Err(object_store::Error::AlreadyExists { .. }) => true,
+            // No conditional writes at all: move_latest reports that on its own.
+            Err(object_store::Error::NotImplemented) => true,
+            Ok(_) => false,
+            Err(e) => return Err(obj(PROBE)(e)),
+        })
     }
 
     /// The URL this store was opened with (canonical for local directories).
@@ -331,9 +380,13 @@ impl Store {
     ) -> Result<LatestUpdate, StoreError> {
         let key = format!("snapshots/{}/manifest.json", manifest.snapshot);
         let bytes = manifest.to_bytes();
+        if self.local_root.is_none() && !allow_unsafe && !self.honours_conditional_writes().await? {
+            return Err(StoreError::NoConditionalUpdate { url: self.url.clone() });
+        }
         if !self.put_create(&key, bytes.clone()).await? {
             return Err(StoreError::Conflict { snapshot: manifest.snapshot.clone() });
         }
+        crate::failpoint("after-manifest");
         let latest =
             Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha256_hex(&bytes) };
         self.move_latest(&latest, manifest.parent.as_deref(), allow_unsafe).await

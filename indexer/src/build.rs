@@ -423,6 +423,7 @@ pub(crate) async fn publish_segments(
         },
         segments,
     };
+    hubdex_formats::failpoint("before-manifest");
     store.publish(&manifest, allow_unsafe_latest).await?;
     // Only now, with the snapshot that holds the crawled items published, do cursors move.
     save_cursors(store, cursors).await?;

@@ -12,4 +12,5 @@ mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
 mod quality;
+mod reliability;
 mod stages;
