@@ -41,9 +41,42 @@ fn vector_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> FormatError 
     move |e| FormatError::Vectors { path: path.to_path_buf(), detail: e.to_string() }
 }
 
+/// Searches that may run on one index at once. usearch keeps one search context per thread
+/// slot and fails a search when none is free, so the slots are reserved at open and a search
+/// waits for a free one.
+const SEARCH_SLOTS: usize = 16;
+
+/// A counting semaphore over the search slots.
+#[derive(Debug)]
+struct Slots {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    fn acquire(&self) -> SlotGuard<'_> {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+        SlotGuard(self)
+    }
+}
+
+struct SlotGuard<'a>(&'a Slots);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
 /// A read-only, memory-mapped vector index.
 pub struct VectorIndex {
     index: Index,
+    slots: Slots,
 }
 
 impl std::fmt::Debug for VectorIndex {
@@ -82,7 +115,11 @@ impl VectorIndex {
         }
         let index = Index::new(&options(dim)).map_err(|e| bad(e.to_string()))?;
         index.view(s).map_err(|e| bad(format!("view: {e}")))?;
-        Ok(VectorIndex { index })
+        index
+            .reserve_capacity_and_threads(rows as usize, SEARCH_SLOTS)
+            .map_err(|e| bad(format!("reserving search threads: {e}")))?;
+        let slots = Slots { free: std::sync::Mutex::new(SEARCH_SLOTS), freed: Default::default() };
+        Ok(VectorIndex { index, slots })
     }
 
     /// Up to `limit` (ordinal, cosine similarity) pairs, best first, keeping only ordinals
@@ -96,11 +133,42 @@ impl VectorIndex {
         if self.index.size() == 0 {
             return Ok(Vec::new());
         }
+        let _slot = self.slots.acquire();
         let m = match allow {
             Some(allow) => self.index.filtered_search(query, limit, allow),
             None => self.index.search(query, limit),
         }
         .map_err(|e| FormatError::Vectors { path: Default::default(), detail: e.to_string() })?;
         Ok(m.keys.into_iter().zip(m.distances).map(|(k, d)| (k, 1.0 - d)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_concurrent_searches_than_slots_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.usearch");
+        let vectors: Vec<Vec<f32>> =
+            (0..200).map(|i| (0..8).map(|d| ((i * 7 + d) % 13) as f32 + 0.5).collect()).collect();
+        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        write_vector_index(&path, 8, &refs).unwrap();
+        let index = std::sync::Arc::new(VectorIndex::open(&path, 8, 200).unwrap());
+        let threads: Vec<_> = (0..SEARCH_SLOTS * 3)
+            .map(|t| {
+                let index = index.clone();
+                let q = vectors[t % 200].clone();
+                std::thread::spawn(move || {
+                    (0..50).map(|_| index.search(&q, 5, None).map(|r| r.len())).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for t in threads {
+            for r in t.join().unwrap() {
+                assert_eq!(r.unwrap(), 5);
+            }
+        }
     }
 }

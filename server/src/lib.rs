@@ -29,7 +29,7 @@ pub use mcp::HubdexMcp;
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,
-    SearchResult, Sort, search, snippet,
+    SearchResult, Sort, search, search_with_vector, snippet,
 };
 pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot, pull_snapshot};
 pub use state::AppState;

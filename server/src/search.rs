@@ -231,6 +231,25 @@ pub fn search(
     reranker: Option<&Reranker>,
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
+    let query_vec = match req.fusion {
+        Fusion::SparseOnly => None,
+        _ => Some(
+            embedder
+                .embed_one(&req.query)
+                .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?,
+        ),
+    };
+    search_with_vector(snap, query_vec.as_deref(), reranker, req)
+}
+
+/// [`search`] with the query already embedded (`None` for sparse-only): what a benchmark
+/// times when it compares search alone.
+pub fn search_with_vector(
+    snap: &OpenSnapshot,
+    query_vec: Option<&[f32]>,
+    reranker: Option<&Reranker>,
+    req: &SearchRequest,
+) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = req.filters.unmatched(snap);
     let pool = (req.top_k * 5).max(50);
     let allowed = req
@@ -240,15 +259,7 @@ pub fn search(
     let fail =
         |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
 
-    let query_vec = match req.fusion {
-        Fusion::SparseOnly => None,
-        _ => Some(
-            embedder
-                .embed_one(&req.query)
-                .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?,
-        ),
-    };
-
+    let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
     let mut sparse: Vec<(usize, u64, f32)> = Vec::new();
     let mut dense: Vec<(usize, u64, f32)> = Vec::new();
     for (si, seg) in snap.segments.iter().enumerate() {
@@ -267,7 +278,7 @@ pub fn search(
                 sparse.push((si, ord, score));
             }
         }
-        if let Some(q) = &query_vec {
+        if let Some(q) = query_vec {
             for (ord, score) in seg.vectors.search(q, pool, allow.as_deref()).map_err(fail)? {
                 dense.push((si, ord, score));
             }

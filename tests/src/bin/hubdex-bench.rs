@@ -1,0 +1,457 @@
+//! `hubdex-bench`: the measuring half of `ci/bench` (the script runs it, the Python baseline
+//! and the server, and prints the comparison).
+//!
+//! - `prepare`: grows real rows (with their real vectors) from base stores to N rows with
+//!   variation, writes them as segments through the real writer and publishes a snapshot;
+//!   times the non-embedding part of a build.
+//! - `search`: opens that snapshot (first open, then cold open from the local cache), embeds the
+//!   queries (saved for the baseline) and times search in process: search alone and with the
+//!   query embedding, per mode, and QPS with 8 threads.
+//! - `load`: QPS and latency of 8 concurrent HTTP clients against `hubdex serve`.
+//! - `embed`: hubdex's embedder on texts from the base rows (saved for the ORT baseline).
+//!
+//! Every subcommand prints one JSON object on stdout.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use hubdex_formats::{
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, Store, read_rows, row_id,
+    write_segment,
+};
+use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Prepare {
+        /// Stores whose current snapshot gives the real rows.
+        #[arg(long, required = true)]
+        base: Vec<String>,
+        #[arg(long)]
+        rows: usize,
+        /// Directory of the new store.
+        #[arg(long)]
+        out: PathBuf,
+        /// Rows per segment (one segment per synthetic repository).
+        #[arg(long, default_value_t = 50_000)]
+        segment_rows: usize,
+    },
+    Search {
+        #[arg(long)]
+        store: PathBuf,
+        #[arg(long)]
+        model: PathBuf,
+        /// JSON lines with a `query` field.
+        #[arg(long, required = true)]
+        queries: Vec<PathBuf>,
+        /// Where to write [{query, vector}] for the baseline.
+        #[arg(long)]
+        vectors_out: PathBuf,
+        #[arg(long, default_value_t = 300)]
+        n: usize,
+        #[arg(long, default_value_t = 10)]
+        qps_seconds: u64,
+    },
+    Load {
+        #[arg(long)]
+        port: u16,
+        #[arg(long, required = true)]
+        queries: Vec<PathBuf>,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long, default_value_t = 15)]
+        seconds: u64,
+    },
+    Embed {
+        #[arg(long)]
+        base: String,
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 512)]
+        n: usize,
+        #[arg(long)]
+        texts_out: PathBuf,
+    },
+}
+
+/// splitmix64: a small deterministic generator for the variations (not for anything secret).
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Roughly N(0, 1): the sum of four uniforms, centred and scaled.
+    fn gauss(&mut self) -> f32 {
+        let s: f64 = (0..4).map(|_| (self.next() >> 11) as f64 / (1u64 << 53) as f64).sum();
+        ((s - 2.0) * (3.0f64).sqrt()) as f32
+    }
+}
+
+async fn base_rows(stores: &[String], cache: &Path) -> anyhow::Result<(Vec<Row>, Manifest)> {
+    let mut rows = Vec::new();
+    let mut model = None;
+    for url in stores {
+        let store = Store::open(url)?;
+        let m = store.latest_manifest().await.with_context(|| format!("base store {url}"))?;
+        for seg in &m.segments {
+            let dir = store.fetch_segment(seg, cache).await?;
+            rows.extend(read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?);
+        }
+        model.get_or_insert(m);
+    }
+    let m = model.context("no base store")?;
+    anyhow::ensure!(!rows.is_empty(), "the base stores hold no rows");
+    Ok((rows, m))
+}
+
+/// Copy `k` (≥ 1) of a base row: a new identity, every (k mod 5 + 3)-th word dropped and a
+/// marker word added, and the vector moved by small Gaussian noise.
+fn variant(base: &Row, k: usize, repo: &str, rng: &mut Mix) -> Row {
+    let mut r = base.clone();
+    r.repo = repo.to_string();
+    r.id = row_id(base.kind(), repo, &format!("{}#v{k}", base.id), 0);
+    r.entity = format!("{}/{}#v{k}", base.repo, base.entity);
+    let step = k % 5 + 3;
+    let body: Vec<&str> = base
+        .body
+        .split(' ')
+        .enumerate()
+        .filter(|(i, _)| i % step != step - 1)
+        .map(|(_, w)| w)
+        .collect();
+    r.set_body(&format!("{} v{k}", body.join(" ")));
+    let mut v: Vec<f32> = base.embedding.iter().map(|x| x + 0.02 * rng.gauss()).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+    v.iter_mut().for_each(|x| *x /= norm);
+    r.embedding = v;
+    r
+}
+
+async fn prepare(
+    base: &[String],
+    n: usize,
+    out: &Path,
+    segment_rows: usize,
+) -> anyhow::Result<Value> {
+    let cache = out.join("base-cache");
+    let (rows, base_manifest) = base_rows(base, &cache).await?;
+    let store_dir = out.join("store");
+    let _ = std::fs::remove_dir_all(&store_dir);
+    let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
+    let work = out.join("work");
+    let mut rng = Mix(7);
+    let mut entries = Vec::new();
+    let (mut write_s, mut generate_s, mut bytes) = (0.0, 0.0, 0u64);
+    let segments = n.div_ceil(segment_rows);
+    for s in 0..segments {
+        let t = Instant::now();
+        let repo = format!("bench/repo{s:03}");
+        let count = segment_rows.min(n - s * segment_rows);
+        let mut seg: Vec<Row> = (0..count)
+            .map(|i| {
+                let g = s * segment_rows + i;
+                let (k, b) = (g / rows.len(), &rows[g % rows.len()]);
+                if k == 0 {
+                    let mut r = b.clone();
+                    r.repo = repo.clone();
+                    r.id = row_id(b.kind(), &repo, &b.id, 0);
+                    r.entity = format!("{}/{}", b.repo, b.entity);
+                    r
+                } else {
+                    variant(b, k, &repo, &mut rng)
+                }
+            })
+            .collect();
+        generate_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let dir = work.join(format!("seg{s}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &base_manifest.model)?;
+        bytes += meta.files.iter().map(|f| f.bytes).sum::<u64>();
+        entries.push(store.upload_segment(&dir, |_| {}).await?);
+        std::fs::remove_dir_all(&dir)?;
+        write_s += t.elapsed().as_secs_f64();
+        eprintln!("prepare: segment {}/{segments} ({count} rows)", s + 1);
+    }
+    let t = Instant::now();
+    let now = chrono::Utc::now();
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        snapshot: format!("{}-bench{:03}", now.format("%Y%m%dT%H%M%SZ"), segments),
+        created_at: now,
+        parent: None,
+        model: base_manifest.model.clone(),
+        build: BuildStats { rows: n as u64, ..BuildStats::default() },
+        segments: entries,
+    };
+    store.publish(&manifest, false).await?;
+    write_s += t.elapsed().as_secs_f64();
+    Ok(json!({
+        "rows": n,
+        "base_rows": rows.len(),
+        "real_vectors": n.min(rows.len()),
+        "synthesized_vectors": n.saturating_sub(rows.len()),
+        "segments": segments,
+        "write_seconds": write_s,
+        "write_rows_per_s": n as f64 / write_s,
+        "generate_seconds": generate_s,
+        "bytes": bytes,
+        "bytes_per_row": bytes as f64 / n as f64,
+    }))
+}
+
+fn load_queries(files: &[PathBuf], n: usize) -> anyhow::Result<Vec<String>> {
+    let mut all = Vec::new();
+    for f in files {
+        for line in std::fs::read_to_string(f)?.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line)?;
+            all.push(v["query"].as_str().context("a query line without query")?.to_string());
+        }
+    }
+    // Interleave the sets so a short run sees all of them.
+    let step = (all.len() / n.max(1)).max(1);
+    Ok(all.into_iter().step_by(step).take(n).collect())
+}
+
+fn percentiles(mut ms: Vec<f64>) -> Value {
+    ms.sort_by(f64::total_cmp);
+    let p = |q: f64| ms[((ms.len() - 1) as f64 * q).round() as usize];
+    json!({"p50_ms": p(0.5), "p95_ms": p(0.95), "p99_ms": p(0.99), "n": ms.len()})
+}
+
+fn request(query: &str, fusion: Fusion) -> SearchRequest {
+    SearchRequest {
+        query: query.to_string(),
+        top_k: 10,
+        fusion,
+        sort: Sort::Relevance,
+        filters: hubdex_server::Filters::default(),
+        rerank: false,
+        snapshot: None,
+        blend: hubdex_server::Blend::DEFAULT,
+    }
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn search_bench(
+    store_dir: &Path,
+    model: &Path,
+    queries: &[PathBuf],
+    vectors_out: &Path,
+    n: usize,
+    qps_seconds: u64,
+) -> anyhow::Result<Value> {
+    let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
+    let cache = tempfile::tempdir()?;
+    let t = Instant::now();
+    let first = open_snapshot(&store, cache.path(), None).await?;
+    let first_open_s = t.elapsed().as_secs_f64();
+    drop(first);
+    let t = Instant::now();
+    let snap = open_snapshot(&store, cache.path(), None).await?;
+    let cold_open_s = t.elapsed().as_secs_f64();
+    let rss_open = rss_kib();
+    let embedder = Embedder::load(model, Device::Cpu)?;
+    let queries = load_queries(queries, n)?;
+    let mut embed_ms = Vec::new();
+    let mut vectors = Vec::new();
+    for q in &queries {
+        let t = Instant::now();
+        vectors.push(embedder.embed_one(q)?);
+        embed_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let dump: Vec<Value> =
+        queries.iter().zip(&vectors).map(|(q, v)| json!({"query": q, "vector": v})).collect();
+    std::fs::write(vectors_out, serde_json::to_vec(&dump)?)?;
+    let fail = |e: hubdex_server::ToolError| anyhow::anyhow!("{e}");
+    let mut modes = serde_json::Map::new();
+    for (name, fusion) in [
+        ("sparse_only", Fusion::SparseOnly),
+        ("dense_only", Fusion::DenseOnly),
+        ("rrf", Fusion::Rrf),
+    ] {
+        let mut alone = Vec::new();
+        for (q, v) in queries.iter().zip(&vectors) {
+            let t = Instant::now();
+            search_with_vector(&snap, Some(v), None, &request(q, fusion)).map_err(fail)?;
+            alone.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let mut with = Vec::new();
+        for q in queries.iter().take(100) {
+            let t = Instant::now();
+            search(&snap, &embedder, None, &request(q, fusion)).map_err(fail)?;
+            with.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        modes.insert(
+            name.to_string(),
+            json!({"search": percentiles(alone), "with_embedding": percentiles(with)}),
+        );
+    }
+    // QPS of search alone (rrf) from 8 threads in this process.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let shared = Arc::new((snap.clone(), queries.clone(), vectors.clone()));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let (stop, done, shared) = (stop.clone(), done.clone(), shared.clone());
+            std::thread::spawn(move || {
+                let (snap, qs, vs) = &*shared;
+                let mut k = i;
+                while !stop.load(Ordering::Relaxed) {
+                    let j = k % qs.len();
+                    let _ =
+                        search_with_vector(snap, Some(&vs[j]), None, &request(&qs[j], Fusion::Rrf));
+                    done.fetch_add(1, Ordering::Relaxed);
+                    k += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(qps_seconds));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    let qps = done.load(Ordering::Relaxed) as f64 / qps_seconds as f64;
+    Ok(json!({
+        "rows": snap.segments.iter().map(|s| s.rows.len()).sum::<usize>(),
+        "segments": snap.segments.len(),
+        "first_open_seconds": first_open_s,
+        "cold_open_seconds": cold_open_s,
+        "rss_after_open_kib": rss_open,
+        "rss_after_run_kib": rss_kib(),
+        "query_embedding": percentiles(embed_ms),
+        "modes": modes,
+        "qps_rrf_8_threads": qps,
+    }))
+}
+
+fn post_full(port: u16, body: &str) -> Result<(u16, String), String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    let req = format!(
+        "POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("no status")?;
+    Ok((status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+}
+
+fn load(port: u16, queries: &[PathBuf], clients: usize, seconds: u64) -> anyhow::Result<Value> {
+    let queries = Arc::new(load_queries(queries, 300)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|i| {
+            let (stop, errors, queries, first_error) =
+                (stop.clone(), errors.clone(), queries.clone(), first_error.clone());
+            std::thread::spawn(move || {
+                let mut ms = Vec::new();
+                let mut k = i;
+                while !stop.load(Ordering::Relaxed) {
+                    let body =
+                        json!({"query": queries[k % queries.len()], "top_k": 10}).to_string();
+                    let t = Instant::now();
+                    let status = post_full(port, &body);
+                    if status.as_ref().map(|s| s.0) != Ok(200) {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut e) = first_error.lock() {
+                            e.get_or_insert(format!("{status:?}"));
+                        }
+                    }
+                    ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                    k += 1;
+                }
+                ms
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(seconds));
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in threads {
+        all.extend(t.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))?);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(json!({
+        "clients": clients,
+        "requests": all.len(),
+        "errors": errors.load(Ordering::Relaxed),
+        "first_error": first_error.lock().ok().and_then(|e| e.clone()),
+        "qps": all.len() as f64 / secs,
+        "latency": percentiles(all),
+    }))
+}
+
+async fn embed_bench(
+    base: &str,
+    model: &Path,
+    n: usize,
+    texts_out: &Path,
+) -> anyhow::Result<Value> {
+    let cache = tempfile::tempdir()?;
+    let (rows, _) = base_rows(&[base.to_string()], cache.path()).await?;
+    let step = (rows.len() / n).max(1);
+    let texts: Vec<String> = rows.iter().step_by(step).take(n).map(Row::embedding_text).collect();
+    std::fs::write(texts_out, serde_json::to_vec(&texts)?)?;
+    let embedder = Embedder::load(model, Device::Cpu)?;
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    embedder.embed(&refs[..refs.len().min(32)], |_| {})?; // warm-up
+    let t = Instant::now();
+    embedder.embed(&refs, |_| {})?;
+    let s = t.elapsed().as_secs_f64();
+    Ok(
+        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "seconds": s, "chunks_per_s": texts.len() as f64 / s}),
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new()?;
+    let out = match cli.command {
+        Command::Prepare { base, rows, out, segment_rows } => {
+            rt.block_on(prepare(&base, rows, &out, segment_rows))?
+        }
+        Command::Search { store, model, queries, vectors_out, n, qps_seconds } => {
+            rt.block_on(search_bench(&store, &model, &queries, &vectors_out, n, qps_seconds))?
+        }
+        Command::Load { port, queries, clients, seconds } => {
+            load(port, &queries, clients, seconds)?
+        }
+        Command::Embed { base, model, n, texts_out } => {
+            rt.block_on(embed_bench(&base, &model, n, &texts_out))?
+        }
+    };
+    println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}
