@@ -190,35 +190,8 @@ impl Embedder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        let n = enc.len();
-        let seq = enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![0i64; n * seq];
-        let mut mask = vec![0i64; n * seq];
-        let mut types = vec![0i64; n * seq];
-        for (b, e) in enc.iter().enumerate() {
-            for (t, ((&id, &m), &ty)) in
-                e.get_ids().iter().zip(e.get_attention_mask()).zip(e.get_type_ids()).enumerate()
-            {
-                ids[b * seq + t] = id as i64;
-                mask[b * seq + t] = m as i64;
-                types[b * seq + t] = ty as i64;
-            }
-        }
+        let (n, seq, mask, inputs) = model_inputs(&enc, self.token_type_ids)?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let shape = [n, seq];
-        let mut inputs = vec![
-            ("input_ids", Tensor::from_array((shape, ids)).map_err(ort_err)?.into_dyn()),
-            (
-                "attention_mask",
-                Tensor::from_array((shape, mask.clone())).map_err(ort_err)?.into_dyn(),
-            ),
-        ];
-        if self.token_type_ids {
-            inputs.push((
-                "token_type_ids",
-                Tensor::from_array((shape, types)).map_err(ort_err)?.into_dyn(),
-            ));
-        }
         let mut session =
             self.session.lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
         let outputs = session.run(inputs).map_err(ort_err)?;
@@ -264,6 +237,42 @@ fn mean_pool(hidden: &[f32], mask: &[i64], dim: usize) -> Vec<f32> {
     }
     let count = count.max(1e-9);
     normalised(sum.into_iter().map(|s| s / count).collect())
+}
+
+/// The ONNX inputs of a tokenized batch, padded to its longest member: (batch size, sequence
+/// length, attention mask, named inputs). `token_type_ids` only when the model takes them.
+#[allow(clippy::type_complexity)]
+pub(crate) fn model_inputs(
+    enc: &[tokenizers::Encoding],
+    token_type_ids: bool,
+) -> Result<(usize, usize, Vec<i64>, Vec<(&'static str, ort::value::DynValue)>), EmbedError> {
+    let n = enc.len();
+    let seq = enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
+    let mut ids = vec![0i64; n * seq];
+    let mut mask = vec![0i64; n * seq];
+    let mut types = vec![0i64; n * seq];
+    for (b, e) in enc.iter().enumerate() {
+        for (t, ((&id, &m), &ty)) in
+            e.get_ids().iter().zip(e.get_attention_mask()).zip(e.get_type_ids()).enumerate()
+        {
+            ids[b * seq + t] = id as i64;
+            mask[b * seq + t] = m as i64;
+            types[b * seq + t] = ty as i64;
+        }
+    }
+    let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
+    let shape = [n, seq];
+    let mut inputs = vec![
+        ("input_ids", Tensor::from_array((shape, ids)).map_err(ort_err)?.into_dyn()),
+        ("attention_mask", Tensor::from_array((shape, mask.clone())).map_err(ort_err)?.into_dyn()),
+    ];
+    if token_type_ids {
+        inputs.push((
+            "token_type_ids",
+            Tensor::from_array((shape, types)).map_err(ort_err)?.into_dyn(),
+        ));
+    }
+    Ok((n, seq, mask, inputs))
 }
 
 /// Scales a vector to unit length (a zero vector stays zero).

@@ -6,10 +6,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use ort::session::Session;
-use ort::value::Tensor;
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
-use crate::embed::environment;
+use crate::embed::{environment, model_inputs};
 use crate::error::EmbedError;
 
 /// Longest (query, passage) pair the model reads, in tokens.
@@ -87,32 +86,8 @@ impl Reranker {
             .tokenizer
             .encode_batch(pairs, true)
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        let n = enc.len();
-        let seq = enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![0i64; n * seq];
-        let mut mask = vec![0i64; n * seq];
-        let mut types = vec![0i64; n * seq];
-        for (b, e) in enc.iter().enumerate() {
-            for (t, ((&id, &m), &ty)) in
-                e.get_ids().iter().zip(e.get_attention_mask()).zip(e.get_type_ids()).enumerate()
-            {
-                ids[b * seq + t] = id as i64;
-                mask[b * seq + t] = m as i64;
-                types[b * seq + t] = ty as i64;
-            }
-        }
+        let (n, _, _, inputs) = model_inputs(&enc, self.token_type_ids)?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let shape = [n, seq];
-        let mut inputs = vec![
-            ("input_ids", Tensor::from_array((shape, ids)).map_err(ort_err)?.into_dyn()),
-            ("attention_mask", Tensor::from_array((shape, mask)).map_err(ort_err)?.into_dyn()),
-        ];
-        if self.token_type_ids {
-            inputs.push((
-                "token_type_ids",
-                Tensor::from_array((shape, types)).map_err(ort_err)?.into_dyn(),
-            ));
-        }
         let mut session =
             self.session.lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
         let outputs = session.run(inputs).map_err(ort_err)?;

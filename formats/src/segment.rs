@@ -135,9 +135,19 @@ impl SegmentDraft {
     /// every file and writes segment.json.
     pub fn finish(self, rows: &[Row]) -> Result<SegmentMeta, FormatError> {
         let dir = &self.dir;
-        write_text_index(&dir.join(TEXT_DIR), rows)?;
+        // The two indexes are independent: build them side by side (each stays
+        // deterministic; together they take the longer one's time, not the sum).
         let vectors: Vec<&[f32]> = rows.iter().map(|r| r.embedding.as_slice()).collect();
-        write_vector_index(&dir.join(VECTORS_USEARCH), self.model.dim, &vectors)?;
+        let (text, vecs) = std::thread::scope(|s| {
+            let text = s.spawn(|| write_text_index(&dir.join(TEXT_DIR), rows));
+            let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), self.model.dim, &vectors);
+            (text.join(), vecs)
+        });
+        text.map_err(|_| FormatError::Schema {
+            what: dir.join(TEXT_DIR).display().to_string(),
+            detail: "the text index writer panicked".into(),
+        })??;
+        vecs?;
         let mut files = Vec::new();
         for rel in list_files(dir)? {
             let (sha256, bytes) = hash_file(&dir.join(&rel))?;
