@@ -1,7 +1,7 @@
 """The seeds' stack over the same rows and query vectors as hubdex: SQLite FTS5 (BM25) for
 sparse, numpy exact cosine for dense, RRF k=60. Prints one JSON object.
 
-usage: baseline.py STORE_DIR QUERY_VECTORS_JSON QPS_SECONDS
+usage: baseline.py STORE_DIR QUERY_VECTORS_JSON QPS_SECONDS [MAX_QUERIES]
 """
 import json
 import os
@@ -42,6 +42,8 @@ matrix = np.ascontiguousarray(np.vstack(vecs).astype(np.float32))
 build_s = time.perf_counter() - t0
 
 queries = json.load(open(vectors_file))
+if len(sys.argv) > 4:
+    queries = queries[:int(sys.argv[4])]
 POOL, K, TOP = 50, 60.0, 10
 
 
