@@ -260,19 +260,22 @@ pub fn search_with_vector(
         |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
 
     let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
-    let mut sparse: Vec<(usize, u64, f32)> = Vec::new();
-    let mut dense: Vec<(usize, u64, f32)> = Vec::new();
-    for (si, seg) in snap.segments.iter().enumerate() {
+    // One segment's candidates: (sparse, dense) as (segment, ordinal, score).
+    type Hits = Vec<(usize, u64, f32)>;
+    let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
+        let seg = &snap.segments[si];
         let allow: Option<Arc<dyn Fn(u64) -> bool + Send + Sync>> = match &allowed {
             None => None,
             Some(per_seg) => {
                 let ok = per_seg[si].clone();
                 if !ok.iter().any(|b| *b) {
-                    continue;
+                    return Ok((Vec::new(), Vec::new()));
                 }
                 Some(Arc::new(move |ord: u64| ok.get(ord as usize).copied().unwrap_or(false)))
             }
         };
+        let mut sparse = Vec::new();
+        let mut dense = Vec::new();
         if req.fusion != Fusion::DenseOnly {
             for (ord, score) in seg.text.search(&req.query, pool, allow.clone()).map_err(fail)? {
                 sparse.push((si, ord, score));
@@ -283,9 +286,54 @@ pub fn search_with_vector(
                 dense.push((si, ord, score));
             }
         }
+        Ok((sparse, dense))
+    };
+    // Segments are independent: with several, they are searched on every core at once.
+    let workers =
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(snap.segments.len()).max(1);
+    let per_worker: Vec<Result<(Hits, Hits), ToolError>> = if workers == 1 {
+        vec![(0..snap.segments.len()).try_fold((Vec::new(), Vec::new()), |mut acc, si| {
+            let (s, d) = one_segment(si)?;
+            acc.0.extend(s);
+            acc.1.extend(d);
+            Ok(acc)
+        })]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|w| {
+                    let one_segment = &one_segment;
+                    scope.spawn(move || {
+                        let mut acc: (Hits, Hits) = (Vec::new(), Vec::new());
+                        for si in (w..snap.segments.len()).step_by(workers) {
+                            let (s, d) = one_segment(si)?;
+                            acc.0.extend(s);
+                            acc.1.extend(d);
+                        }
+                        Ok(acc)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ToolError::Unavailable("a segment search panicked".into()))
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut sparse: Hits = Vec::new();
+    let mut dense: Hits = Vec::new();
+    for r in per_worker {
+        let (s, d) = r?;
+        sparse.extend(s);
+        dense.extend(d);
     }
-    sparse.sort_by(|a, b| b.2.total_cmp(&a.2));
-    dense.sort_by(|a, b| b.2.total_cmp(&a.2));
+    // Score, then (segment, ordinal): the same order however the workers finished.
+    sparse.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
+    dense.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     sparse.truncate(pool);
     dense.truncate(pool);
 
