@@ -410,7 +410,8 @@ pub(crate) async fn publish_segments(
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
-        snapshot: next_snapshot_id(now, seed.as_bytes(), prev.map(|p| p.snapshot.as_str())),
+        snapshot: fresh_snapshot_id(store, now, seed.as_bytes(), prev.map(|p| p.snapshot.as_str()))
+            .await?,
         created_at: now,
         parent: prev.map(|p| p.snapshot.clone()),
         model: model.clone(),
@@ -510,6 +511,25 @@ fn next_snapshot_id(now: chrono::DateTime<Utc>, seed: &[u8], parent: Option<&str
     }
 }
 
+/// A snapshot id after `parent` whose manifest does not exist yet: a publish killed after
+/// writing its manifest leaves one behind, and a rerun in the same second with the same
+/// segments would otherwise pick the same id and collide with it.
+async fn fresh_snapshot_id(
+    store: &Store,
+    now: chrono::DateTime<Utc>,
+    seed: &[u8],
+    parent: Option<&str>,
+) -> anyhow::Result<String> {
+    let mut at = now;
+    loop {
+        let id = next_snapshot_id(at, seed, parent);
+        if !store.exists(&format!("snapshots/{id}/manifest.json")).await? {
+            return Ok(id);
+        }
+        at += chrono::Duration::seconds(1);
+    }
+}
+
 async fn save_cursors(store: &Store, cursors: &[(String, Cursor)]) -> anyhow::Result<()> {
     for (repo, c) in cursors {
         c.save(store, repo).await.with_context(|| format!("saving the crawl cursor of {repo}"))?;
@@ -535,5 +555,19 @@ mod tests {
             assert!(id > parent, "{id} <= {parent}");
         }
         assert_eq!(next_snapshot_id(now, b"a", None), snapshot_id(now, b"a"));
+    }
+
+    #[test]
+    fn a_rerun_never_reuses_the_id_of_an_orphan_manifest() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let store = Store::open("memory://").unwrap();
+            let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+            let orphan = next_snapshot_id(now, b"seed", None);
+            store.put(&format!("snapshots/{orphan}/manifest.json"), b"{}".to_vec()).await.unwrap();
+            let id = fresh_snapshot_id(&store, now, b"seed", None).await.unwrap();
+            assert_ne!(id, orphan);
+            assert!(id > orphan);
+        });
     }
 }
