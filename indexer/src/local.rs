@@ -66,10 +66,11 @@ pub(crate) fn read_repo(
     })?;
     let history = rows.len();
     let mut content = RepoContent { rows, files: Vec::new() };
-    read_docs(dir, repo, web, DocSource::Repo, &last_change, &mut content)?;
+    let Some(tree) = head_tree(dir)? else { return Ok(content) };
+    read_docs(dir, &tree, repo, web, DocSource::Repo, &last_change, &mut content)?;
     let docs = content.rows.len() - history;
     if rules.wants(RowType::Code) {
-        read_code(dir, repo, web, rules, &last_change, &mut content)?;
+        read_code(dir, &tree, repo, web, rules, &last_change, &mut content)?;
     }
     let code = content.rows.len() - history - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
@@ -80,19 +81,22 @@ pub(crate) fn read_repo(
 /// not markdown, not vendored or generated, and not larger than the rules allow.
 fn read_code(
     dir: &Path,
+    tree: &HeadTree,
     repo: &str,
     web: Option<&str>,
     rules: &RepoRules,
     last_change: &HashMap<String, DateTime<Utc>>,
     out: &mut RepoContent,
 ) -> Result<(), GitError> {
-    let Some(head) = git::head(dir)? else { return Ok(()) };
-    let paths: Vec<String> = git::tree_files(dir, &head)?
-        .into_iter()
+    let head = &tree.head;
+    let paths: Vec<String> = tree
+        .files
+        .iter()
         .filter(|p| !is_markdown(p) && rules.keeps_path(p) && !rules.code.skip.is_match(p))
         .filter(|p| Lang::of_path(p).is_some() || plain_language(p).is_some())
+        .cloned()
         .collect();
-    let blobs = git::read_blobs(dir, &head, &paths)?;
+    let blobs = git::read_blobs(dir, head, &paths)?;
     let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
     for path in &paths {
         let Some(bytes) = blobs.get(path) else { continue };
@@ -154,22 +158,37 @@ pub(crate) fn read_wiki(
         }
     })?;
     let mut content = RepoContent::default();
-    read_docs(dir, repo, web, DocSource::Wiki, &last_change, &mut content)?;
+    if let Some(tree) = head_tree(dir)? {
+        read_docs(dir, &tree, repo, web, DocSource::Wiki, &last_change, &mut content)?;
+    }
     Ok(content)
+}
+
+/// The commit HEAD points at and the paths of its tree, listed once for docs and code.
+pub(crate) struct HeadTree {
+    head: String,
+    files: Vec<String>,
+}
+
+/// HEAD's tree, or `None` in an empty repository.
+fn head_tree(dir: &Path) -> Result<Option<HeadTree>, GitError> {
+    let Some(head) = git::head(dir)? else { return Ok(None) };
+    let files = git::tree_files(dir, &head)?;
+    Ok(Some(HeadTree { head, files }))
 }
 
 fn read_docs(
     dir: &Path,
+    tree: &HeadTree,
     repo: &str,
     web: Option<&str>,
     source: DocSource,
     last_change: &HashMap<String, DateTime<Utc>>,
     out: &mut RepoContent,
 ) -> Result<(), GitError> {
-    let Some(head) = git::head(dir)? else { return Ok(()) };
-    let docs: Vec<String> =
-        git::tree_files(dir, &head)?.into_iter().filter(|p| is_markdown(p)).collect();
-    let blobs = git::read_blobs(dir, &head, &docs)?;
+    let head = &tree.head;
+    let docs: Vec<String> = tree.files.iter().filter(|p| is_markdown(p)).cloned().collect();
+    let blobs = git::read_blobs(dir, head, &docs)?;
     for path in &docs {
         let Some(bytes) = blobs.get(path) else { continue };
         if bytes.len() > DOC_MAX_BYTES {
@@ -181,7 +200,7 @@ fn read_docs(
             DocSource::Repo => path.clone(),
             DocSource::Wiki => format!("wiki/{path}"),
         };
-        out.rows.extend(doc_rows(repo, web, source, &shown, &head, &text, updated));
+        out.rows.extend(doc_rows(repo, web, source, &shown, head, &text, updated));
         out.files.push(FileText {
             path: shown,
             commit_sha: head.clone(),

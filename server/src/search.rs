@@ -291,27 +291,24 @@ pub fn search_with_vector(
     // Segments are independent: with several, they are searched on every core at once.
     let workers =
         std::thread::available_parallelism().map_or(1, |n| n.get()).min(snap.segments.len()).max(1);
-    let per_worker: Vec<Result<(Hits, Hits), ToolError>> = if workers == 1 {
-        vec![(0..snap.segments.len()).try_fold((Vec::new(), Vec::new()), |mut acc, si| {
+    // Worker `w` of `workers` takes segments w, w + workers, …
+    let worker = |w: usize| -> Result<(Hits, Hits), ToolError> {
+        let mut acc: (Hits, Hits) = (Vec::new(), Vec::new());
+        for si in (w..snap.segments.len()).step_by(workers) {
             let (s, d) = one_segment(si)?;
             acc.0.extend(s);
             acc.1.extend(d);
-            Ok(acc)
-        })]
+        }
+        Ok(acc)
+    };
+    let per_worker: Vec<Result<(Hits, Hits), ToolError>> = if workers == 1 {
+        vec![worker(0)]
     } else {
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..workers)
                 .map(|w| {
-                    let one_segment = &one_segment;
-                    scope.spawn(move || {
-                        let mut acc: (Hits, Hits) = (Vec::new(), Vec::new());
-                        for si in (w..snap.segments.len()).step_by(workers) {
-                            let (s, d) = one_segment(si)?;
-                            acc.0.extend(s);
-                            acc.1.extend(d);
-                        }
-                        Ok(acc)
-                    })
+                    let worker = &worker;
+                    scope.spawn(move || worker(w))
                 })
                 .collect();
             handles
