@@ -76,9 +76,11 @@ pub(crate) fn environment() -> Result<&'static ort::environment::Environment, Em
     env.as_ref().map_err(|detail| EmbedError::Runtime { path, detail: detail.clone() })
 }
 
-/// A loaded embedding model. Cheap to share: inference serialises on one session.
+/// A loaded embedding model. Cheap to share: inference runs on a small pool of sessions
+/// (ONNX Runtime runs one inference at a time per session), so concurrent queries do not wait
+/// on one lock.
 pub struct Embedder {
-    session: Mutex<Session>,
+    sessions: Vec<Mutex<Session>>,
     tokenizer: Tokenizer,
     identity: ModelIdentity,
     token_type_ids: bool,
@@ -92,8 +94,15 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
-    /// Loads `dir/model.onnx` and `dir/tokenizer.json` on `device`.
+    /// Loads `dir/model.onnx` and `dir/tokenizer.json` on `device`, with one session using
+    /// every core: what batch embedding wants.
     pub fn load(dir: &Path, device: Device) -> Result<Self, EmbedError> {
+        Self::load_pooled(dir, device, 1)
+    }
+
+    /// Loads the model with `sessions` sessions sharing the cores: what a server answering
+    /// concurrent queries wants (one query's embedding gains little from more threads).
+    pub fn load_pooled(dir: &Path, device: Device, sessions: usize) -> Result<Self, EmbedError> {
         let model_path = dir.join("model.onnx");
         let tokenizer_path = dir.join("tokenizer.json");
         for (p, file) in [(&model_path, "model.onnx"), (&tokenizer_path, "tokenizer.json")] {
@@ -116,16 +125,23 @@ impl Embedder {
 
         let env = environment()?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let mut builder = Session::builder(env).map_err(ort_err)?;
-        if device == Device::Cuda {
+        let pool = sessions.max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut sessions = Vec::with_capacity(pool);
+        for _ in 0..pool {
+            let mut builder = Session::builder(env).map_err(ort_err)?;
+            if device == Device::Cuda {
+                builder = builder
+                    .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                    .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            }
             builder = builder
-                .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                .with_intra_threads((cores / pool).max(1))
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            sessions.push(Mutex::new(builder.commit_from_memory(&model_bytes).map_err(ort_err)?));
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        builder =
-            builder.with_intra_threads(threads).map_err(|e| EmbedError::Ort(e.to_string()))?;
-        let session = builder.commit_from_memory(&model_bytes).map_err(ort_err)?;
+        let session =
+            sessions[0].lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
 
         let token_type_ids = session.inputs().iter().any(|i| i.name() == "token_type_ids");
         let output = session
@@ -135,11 +151,12 @@ impl Embedder {
             .find(|n| n == "last_hidden_state")
             .or_else(|| session.outputs().first().map(|o| o.name().to_string()))
             .ok_or_else(|| EmbedError::Output("the model has no outputs".into()))?;
+        drop(session);
         let name = dir
             .file_name()
             .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let mut embedder = Embedder {
-            session: Mutex::new(session),
+            sessions,
             tokenizer,
             identity: ModelIdentity {
                 name,
@@ -180,6 +197,24 @@ impl Embedder {
         Ok(out)
     }
 
+    /// A free session of the pool, or the first one to come free.
+    fn session(&self) -> Result<std::sync::MutexGuard<'_, Session>, EmbedError> {
+        for s in &self.sessions {
+            if let Ok(guard) = s.try_lock() {
+                return Ok(guard);
+            }
+        }
+        // All busy: wait on one, spread by thread so waiters do not pile onto the first.
+        let tid = std::thread::current().id();
+        let i = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            tid.hash(&mut h);
+            h.finish() as usize % self.sessions.len()
+        };
+        self.sessions[i].lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))
+    }
+
     /// Embeds one query.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
         Ok(self.embed_batch(&[text])?.remove(0))
@@ -192,8 +227,7 @@ impl Embedder {
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         let (n, seq, mask, inputs) = model_inputs(&enc, self.token_type_ids)?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let mut session =
-            self.session.lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;
+        let mut session = self.session()?;
         let outputs = session.run(inputs).map_err(ort_err)?;
         let value = outputs
             .get(&self.output)

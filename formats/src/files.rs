@@ -93,3 +93,127 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
     }
     Ok(out)
 }
+
+/// The directory of a segment's file store: the texts `read_span` reads.
+pub const FILES_DIR: &str = "files";
+
+fn store_schema() -> (tantivy::schema::Schema, [tantivy::schema::Field; 4]) {
+    use tantivy::schema::{STORED, STRING};
+    let mut b = tantivy::schema::Schema::builder();
+    let f = [
+        b.add_text_field("key", STRING),
+        b.add_text_field("commit_sha", STORED),
+        b.add_text_field("language", STORED),
+        b.add_text_field("content", STORED),
+    ];
+    (b.build(), f)
+}
+
+/// The lookup key of a file: repository and path.
+fn file_key(repo: &str, path: &str) -> String {
+    format!("{repo}\n{path}")
+}
+
+/// Writes the file store of `files` (each with its repository) into `dir`: a tantivy index
+/// whose only indexed field is the (repo, path) key, the texts in its compressed doc store.
+pub(crate) fn write_file_store<'a>(
+    dir: &Path,
+    files: impl Iterator<Item = (&'a str, &'a FileText)>,
+) -> Result<(), FormatError> {
+    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+    let (schema, [key, sha, lang, content]) = store_schema();
+    let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv)?;
+    let mut writer = index
+        .writer_with_num_threads::<tantivy::TantivyDocument>(1, 32 * 1024 * 1024)
+        .map_err(tv)?;
+    for (repo, f) in files {
+        let mut doc = tantivy::TantivyDocument::default();
+        doc.add_text(key, file_key(repo, &f.path));
+        doc.add_text(sha, &f.commit_sha);
+        if let Some(l) = &f.language {
+            doc.add_text(lang, l);
+        }
+        doc.add_text(content, &f.content);
+        writer.add_document(doc).map_err(tv)?;
+    }
+    writer.commit().map_err(tv)?;
+    let ids = index.searchable_segment_ids().map_err(tv)?;
+    if ids.len() > 1 {
+        writer.merge(&ids).wait().map_err(tv)?;
+    }
+    writer.garbage_collect_files().wait().map_err(tv)?;
+    writer.wait_merging_threads().map_err(tv)?;
+    Ok(())
+}
+
+/// A read-only, memory-mapped file store.
+pub struct FileStore {
+    searcher: tantivy::Searcher,
+    fields: [tantivy::schema::Field; 4],
+    path: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore").field("path", &self.path).finish()
+    }
+}
+
+impl FileStore {
+    /// Opens the file store in `dir`. The caller has verified its files.
+    pub fn open(dir: &Path) -> Result<Self, FormatError> {
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        let index = tantivy::Index::open_in_dir(dir).map_err(tv)?;
+        let schema = index.schema();
+        let field = |n: &str| schema.get_field(n).map_err(tv);
+        let fields = [field("key")?, field("commit_sha")?, field("language")?, field("content")?];
+        let reader = index
+            .reader_builder()
+            .reload_policy(tantivy::ReloadPolicy::Manual)
+            .doc_store_cache_num_blocks(2)
+            .try_into()
+            .map_err(tv)?;
+        Ok(FileStore { searcher: reader.searcher(), fields, path: dir.to_path_buf() })
+    }
+
+    /// How many files the store holds.
+    pub fn len(&self) -> u64 {
+        self.searcher.num_docs()
+    }
+
+    /// Whether the store holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The text of `path` in `repo`, if the store holds it.
+    pub fn get(&self, repo: &str, path: &str) -> Result<Option<FileText>, FormatError> {
+        use tantivy::schema::{IndexRecordOption, Value};
+        use tantivy::{DocSet, TERMINATED};
+        let tv = |source| FormatError::Tantivy { path: self.path.clone(), source };
+        let io = |e| FormatError::io(&self.path, e);
+        let [key, sha, lang, content] = self.fields;
+        let term = tantivy::Term::from_field_text(key, &file_key(repo, path));
+        for (ord, seg) in self.searcher.segment_readers().iter().enumerate() {
+            let inv = seg.inverted_index(key).map_err(tv)?;
+            let Some(info) = inv.get_term_info(&term).map_err(io)? else { continue };
+            let postings =
+                inv.read_postings_from_terminfo(&info, IndexRecordOption::Basic).map_err(io)?;
+            let doc = postings.doc();
+            if doc == TERMINATED {
+                continue;
+            }
+            let d: tantivy::TantivyDocument =
+                self.searcher.doc(tantivy::DocAddress::new(ord as u32, doc)).map_err(tv)?;
+            let text = |f| d.get_first(f).and_then(|v| v.as_str()).map(str::to_string);
+            return Ok(Some(FileText {
+                path: path.to_string(),
+                commit_sha: text(sha).unwrap_or_default(),
+                language: text(lang),
+                content: text(content).unwrap_or_default(),
+            }));
+        }
+        Ok(None)
+    }
+}

@@ -3,7 +3,9 @@
 //!
 //! Each artifact has a writer and a reader here:
 //! - a [`Row`] and `rows.parquet` ([`write_rows`], [`read_rows`]);
-//! - a segment directory ([`write_segment`], [`Segment::open`], [`verify_segment_dir`]);
+//! - a segment directory ([`write_segment`], [`Segment::open`], [`verify_segment_dir`]), its
+//!   serving index ([`ServingIndex`]: BM25, filter and sort columns, stored rows), its file
+//!   store ([`FileStore`]) and merged segments ([`plan_merges`], [`write_merged_segment`]);
 //! - `segment.json`, `manifest.json` and `LATEST` ([`SegmentMeta`], [`Manifest`], [`Latest`]);
 //! - the store and its publish protocol ([`Store`]);
 //! - the text → vector model contract ([`Embedder`]).
@@ -23,12 +25,15 @@
 mod embed;
 mod error;
 mod files;
+mod filter;
 mod hf;
 mod manifest;
+mod merge;
 mod rerank;
 mod row;
 mod rows;
 mod segment;
+mod serving;
 mod store;
 mod text;
 mod vectors;
@@ -38,18 +43,24 @@ pub use embed::{
     resolve_model_dir, runtime_library_path,
 };
 pub use error::{EmbedError, FormatError, StoreError};
-pub use files::{FILES_PARQUET, FileText, read_files, write_files};
+pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
+pub use filter::{FILTER_NAMES, RowFilter};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
     READABLE_VERSIONS, SegmentMeta, snapshot_id,
+};
+pub use merge::{
+    MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, merged_id, plan_merges,
+    write_merged_segment,
 };
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
-    read_segment_meta, safe_join, segment_id, start_segment, verify_segment_dir, write_segment,
+    read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, verify_segment_dir,
+    write_segment,
 };
+pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex};
 pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER, failpoint};
-pub use text::{TextIndex, write_text_index};
 pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -8,11 +8,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::FormatError;
 
 /// The format version this build writes. Version 2 added the `symbol` field and the code-aware
-/// analyzers to `text/`; diff and code rows use columns version 1 already had.
-pub const FORMAT_VERSION: u32 = 2;
+/// analyzers to `text/`; diff and code rows use columns version 1 already had. Version 3 made
+/// `text/` the serving index (filter and sort columns, stored rows), added the `files/` store
+/// and merged segments.
+pub const FORMAT_VERSION: u32 = 3;
 
-/// The format versions this build reads.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2];
+/// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
+/// version-3 serving layout once, as they enter a server's cache.
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.
@@ -55,6 +58,20 @@ pub struct SegmentMeta {
     pub newest_updated_at: Option<DateTime<Utc>>,
     /// Every file of the segment except segment.json itself, sorted by path.
     pub files: Vec<FileEntry>,
+    /// A merged segment (format 3): the build segments it serves, in row order. Empty for a
+    /// build segment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    /// A merged segment: the repositories of its members (its `repo` is empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repos: Vec<String>,
+}
+
+impl SegmentMeta {
+    /// The repositories whose rows the segment holds.
+    pub fn repositories(&self) -> Vec<String> {
+        if self.repos.is_empty() { vec![self.repo.clone()] } else { self.repos.clone() }
+    }
 }
 
 /// A segment as the manifest lists it.
@@ -67,6 +84,9 @@ pub struct ManifestSegment {
     /// sha256 of the segment's segment.json: pins every file through its hashes.
     pub segment_json_sha256: String,
     pub files: Vec<FileEntry>,
+    /// A merged segment: the build segments it serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
 }
 
 /// `snapshots/<id>/manifest.json`.
@@ -80,7 +100,12 @@ pub struct Manifest {
     /// How the build went: rows embedded and reused, seconds spent.
     #[serde(default)]
     pub build: BuildStats,
+    /// The build segments: one per repository, each with its rows.parquet.
     pub segments: Vec<ManifestSegment>,
+    /// Format 3: merged segments that serve small build segments together (docs/format.md,
+    /// "Merged segments"). A server opens these instead of their members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<ManifestSegment>,
 }
 
 /// What a build did, recorded in its manifest.
@@ -137,6 +162,17 @@ impl SegmentMeta {
 }
 
 impl Manifest {
+    /// What a server opens to answer: every merged segment, and every build segment no merged
+    /// segment covers.
+    pub fn serving_units(&self) -> Vec<&ManifestSegment> {
+        let covered: std::collections::HashSet<&str> =
+            self.merged.iter().flat_map(|m| m.members.iter().map(String::as_str)).collect();
+        self.merged
+            .iter()
+            .chain(self.segments.iter().filter(|s| !covered.contains(s.id.as_str())))
+            .collect()
+    }
+
     /// Parses and version-checks a manifest.json.
     pub fn parse(what: &str, bytes: &[u8]) -> Result<Self, FormatError> {
         check_version(what, version_of(what, bytes)?)?;

@@ -5,13 +5,15 @@ use std::str::FromStr;
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Bodies longer than this are cut in the index copy (`truncated` says so).
 pub const BODY_MAX_CHARS: usize = 8000;
 
 /// What a row is. The string form is the `type` column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RowType {
     Issue,
     PullRequest,
@@ -125,52 +127,88 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// One row of `rows.parquet`. Every column of the design is here; a source fills what it knows
 /// and leaves the rest `None` or empty.
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Its serde form (JSON, empty fields left out, no embedding) is what a format-3 serving index
+/// stores per row in tantivy's doc store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Row {
     pub id: String,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub row_type: Option<RowType>,
     pub repo: String,
     /// Aggregation key: one issue or PR thread, one file, one commit, one release.
     pub entity: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub number: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     /// The index copy of the text, cut at [`BODY_MAX_CHARS`].
     pub body: String,
     /// Length in chars of the full text before any cut.
     pub body_chars: i64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub state_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub draft: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub milestone: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub assignees: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub author: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub committer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub merged_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_ref: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub head_ref: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub in_reply_to: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub line_start: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub line_end: Option<i64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub heading_path: Vec<String>,
     pub chunk_index: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_sha: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files_changed: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub symbol: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refs: Vec<String>,
     /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
     pub content_sha256: String,
+    #[serde(skip)]
     pub embedding: Vec<f32>,
     /// How many leading chars of `body` the model sees (all when `None`). A commit embeds its
     /// message, not its diff; the diff is there for BM25.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub embed_chars: Option<usize>,
 }
 

@@ -1,8 +1,11 @@
 //! A segment on local disk: the writer the indexer uses and the reader the server uses.
 //!
 //! ```text
-//! <segment dir>/rows.parquet      every row with its embedding
-//!               text/             tantivy index, one tantivy segment
+//! <segment dir>/rows.parquet      every row with its embedding (build segments only)
+//!               files.parquet     file texts at the indexed commit (when the repo has files)
+//!               text/             the serving index: BM25, filter and sort columns, stored
+//!                                 rows (crate::serving), one tantivy segment
+//!               files/            the file store read_span reads (when there are files)
 //!               vectors.usearch   HNSW over row ordinals
 //!               segment.json      counts, versions, model, sha256 of every file above
 //! ```
@@ -15,11 +18,13 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use crate::error::FormatError;
-use crate::files::{FILES_PARQUET, FileText, read_files, write_files};
+use crate::files::{
+    FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_file_store, write_files,
+};
 use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
 use crate::row::{Row, sha256_hex};
 use crate::rows::{read_rows, write_rows};
-use crate::text::{TextIndex, write_text_index};
+use crate::serving::{Analyzers, ServingIndex, write_serving_index};
 use crate::vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};
 
 /// The file name of a segment's metadata.
@@ -131,49 +136,99 @@ impl SegmentDraft {
         &self.id
     }
 
-    /// Builds the text and vector indexes of `rows` (as sorted by [`start_segment`]), hashes
-    /// every file and writes segment.json.
-    pub fn finish(self, rows: &[Row]) -> Result<SegmentMeta, FormatError> {
-        let dir = &self.dir;
-        // The two indexes are independent: build them side by side (each stays
-        // deterministic; together they take the longer one's time, not the sum).
-        let vectors: Vec<&[f32]> = rows.iter().map(|r| r.embedding.as_slice()).collect();
-        let (text, vecs) = std::thread::scope(|s| {
-            let text = s.spawn(|| write_text_index(&dir.join(TEXT_DIR), rows));
-            let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), self.model.dim, &vectors);
-            (text.join(), vecs)
-        });
-        text.map_err(|_| FormatError::Schema {
-            what: dir.join(TEXT_DIR).display().to_string(),
-            detail: "the text index writer panicked".into(),
-        })??;
-        vecs?;
-        let mut files = Vec::new();
-        for rel in list_files(dir)? {
-            let (sha256, bytes) = hash_file(&dir.join(&rel))?;
-            files.push(FileEntry { path: rel, bytes, sha256 });
-        }
-        let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
-        for r in rows {
-            *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
-        }
-        let meta = SegmentMeta {
-            format_version: FORMAT_VERSION,
-            id: self.id,
-            repo: self.repo,
-            created_at: Utc::now(),
-            rows: rows.len() as u64,
-            rows_per_type,
-            model: self.model,
-            vector_scalar: VECTOR_SCALAR.to_string(),
-            oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
-            newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
-            files,
+    /// Builds the serving index, the file store and the vector index of `rows` (as sorted by
+    /// [`start_segment`]) and `files`, hashes every file and writes segment.json.
+    pub fn finish(self, rows: &[Row], files: &[FileText]) -> Result<SegmentMeta, FormatError> {
+        let repo = self.repo.clone();
+        let indexed = IndexInputs {
+            rows: rows.iter().collect(),
+            files: files.iter().map(|f| (repo.as_str(), f)).collect(),
+            analyzers: Analyzers::current(),
         };
-        let json = dir.join(SEGMENT_JSON);
-        std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
-        Ok(meta)
+        write_indexes(&self.dir, &indexed, self.model.dim)?;
+        finish_meta(
+            &self.dir,
+            self.id,
+            self.repo,
+            &rows.iter().collect::<Vec<_>>(),
+            self.model,
+            Vec::new(),
+            Vec::new(),
+        )
     }
+}
+
+/// What the indexes of a segment are built from.
+pub(crate) struct IndexInputs<'a> {
+    pub(crate) rows: Vec<&'a Row>,
+    pub(crate) files: Vec<(&'a str, &'a FileText)>,
+    pub(crate) analyzers: Analyzers,
+}
+
+/// Writes `text/`, `files/` (when there are files) and `vectors.usearch` into `dir`.
+pub(crate) fn write_indexes(
+    dir: &Path,
+    input: &IndexInputs<'_>,
+    dim: usize,
+) -> Result<(), FormatError> {
+    // The text and vector indexes are independent: build them side by side (each stays
+    // deterministic; together they take the longer one's time, not the sum).
+    let vectors: Vec<&[f32]> = input.rows.iter().map(|r| r.embedding.as_slice()).collect();
+    let (text, vecs) = std::thread::scope(|s| {
+        let text = s.spawn(|| {
+            write_serving_index(&dir.join(TEXT_DIR), input.rows.iter().copied(), &input.analyzers)?;
+            if !input.files.is_empty() {
+                write_file_store(&dir.join(FILES_DIR), input.files.iter().copied())?;
+            }
+            Ok::<(), FormatError>(())
+        });
+        let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), dim, &vectors);
+        (text.join(), vecs)
+    });
+    text.map_err(|_| FormatError::Schema {
+        what: dir.join(TEXT_DIR).display().to_string(),
+        detail: "the text index writer panicked".into(),
+    })??;
+    vecs
+}
+
+/// Hashes every file of `dir` and writes its segment.json.
+pub(crate) fn finish_meta(
+    dir: &Path,
+    id: String,
+    repo: String,
+    rows: &[&Row],
+    model: ModelIdentity,
+    members: Vec<String>,
+    repos: Vec<String>,
+) -> Result<SegmentMeta, FormatError> {
+    let mut files = Vec::new();
+    for rel in list_files(dir)? {
+        let (sha256, bytes) = hash_file(&dir.join(&rel))?;
+        files.push(FileEntry { path: rel, bytes, sha256 });
+    }
+    let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
+    for r in rows {
+        *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
+    }
+    let meta = SegmentMeta {
+        format_version: FORMAT_VERSION,
+        id,
+        repo,
+        created_at: Utc::now(),
+        rows: rows.len() as u64,
+        rows_per_type,
+        model,
+        vector_scalar: VECTOR_SCALAR.to_string(),
+        oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
+        newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
+        files,
+        members,
+        repos,
+    };
+    let json = dir.join(SEGMENT_JSON);
+    std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
+    Ok(meta)
 }
 
 /// Writes a whole segment of `repo` into the empty directory `dir`.
@@ -184,7 +239,7 @@ pub fn write_segment(
     files: &mut [FileText],
     model: &ModelIdentity,
 ) -> Result<SegmentMeta, FormatError> {
-    start_segment(dir, repo, rows, files, model)?.finish(rows)
+    start_segment(dir, repo, rows, files, model)?.finish(rows, files)
 }
 
 /// Checks every file segment.json lists against its size and sha256, and that no file is
@@ -229,37 +284,61 @@ pub fn read_segment_meta(dir: &Path) -> Result<SegmentMeta, FormatError> {
     SegmentMeta::parse(&path.display().to_string(), &bytes)
 }
 
-/// An open, read-only segment: its rows (without embeddings) in memory, its text and vector
-/// indexes memory-mapped.
+/// An open, read-only segment (a build segment or a merged one) in the format-3 serving
+/// layout: every file memory-mapped, nothing decoded up front.
 #[derive(Debug)]
 pub struct Segment {
     pub meta: SegmentMeta,
-    pub rows: Vec<Row>,
-    pub text: TextIndex,
+    /// BM25, filter and sort columns, stored rows.
+    pub text: ServingIndex,
     pub vectors: VectorIndex,
-    /// Full texts of indexed files (empty when the segment has no files.parquet).
-    pub files: Vec<FileText>,
+    /// File texts for `read_span`; `None` when the segment indexes no files.
+    pub files: Option<FileStore>,
     pub dir: PathBuf,
 }
 
 impl Segment {
-    /// Opens a segment directory whose files were verified (see [`verify_segment_dir`]).
+    /// Opens a format-3 segment directory whose files were verified (see
+    /// [`verify_segment_dir`]); a format-1 or -2 segment opens through [`upgrade_segment`].
     pub fn open(dir: &Path) -> Result<Segment, FormatError> {
         let meta = read_segment_meta(dir)?;
-        let rows = read_rows(&dir.join(ROWS_PARQUET), false)?;
-        if rows.len() as u64 != meta.rows {
+        let text = ServingIndex::open(&dir.join(TEXT_DIR))?;
+        if text.num_docs() != meta.rows {
             return Err(FormatError::Schema {
                 what: dir.display().to_string(),
                 detail: format!(
-                    "rows.parquet has {} rows, segment.json says {}",
-                    rows.len(),
+                    "text/ has {} rows, segment.json says {}",
+                    text.num_docs(),
                     meta.rows
                 ),
             });
         }
-        let text = TextIndex::open(&dir.join(TEXT_DIR))?;
         let vectors = VectorIndex::open(&dir.join(VECTORS_USEARCH), meta.model.dim, meta.rows)?;
-        let files = read_files(&dir.join(FILES_PARQUET))?;
-        Ok(Segment { meta, rows, text, vectors, files, dir: dir.to_path_buf() })
+        let files_dir = dir.join(FILES_DIR);
+        let files = if files_dir.is_dir() { Some(FileStore::open(&files_dir)?) } else { None };
+        Ok(Segment { meta, text, vectors, files, dir: dir.to_path_buf() })
     }
+}
+
+/// Builds the format-3 serving layout of a verified format-1 or -2 segment in `src` into the
+/// empty directory `dst`: its rows and files re-indexed with the analyzers it was built with (so
+/// every score stays what it was), its vector index linked or copied as is, its segment.json
+/// copied. `dst` then opens with [`Segment::open`].
+pub fn upgrade_segment(src: &Path, dst: &Path) -> Result<(), FormatError> {
+    let meta = read_segment_meta(src)?;
+    std::fs::create_dir_all(dst).map_err(|e| FormatError::io(dst, e))?;
+    let rows = read_rows(&src.join(ROWS_PARQUET), false)?;
+    let files = read_files(&src.join(FILES_PARQUET))?;
+    let analyzers = Analyzers::of_index(&src.join(TEXT_DIR))?;
+    write_serving_index(&dst.join(TEXT_DIR), rows.iter(), &analyzers)?;
+    if !files.is_empty() {
+        write_file_store(&dst.join(FILES_DIR), files.iter().map(|f| (meta.repo.as_str(), f)))?;
+    }
+    let (from, to) = (src.join(VECTORS_USEARCH), dst.join(VECTORS_USEARCH));
+    if std::fs::hard_link(&from, &to).is_err() {
+        std::fs::copy(&from, &to).map_err(|e| FormatError::io(&to, e))?;
+    }
+    let json = dst.join(SEGMENT_JSON);
+    std::fs::copy(src.join(SEGMENT_JSON), &json).map_err(|e| FormatError::io(&json, e))?;
+    Ok(())
 }

@@ -16,7 +16,7 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use sha2::{Digest, Sha256};
 
 use crate::error::{FormatError, StoreError};
-use crate::manifest::{Latest, Manifest, ManifestSegment, SegmentMeta};
+use crate::manifest::{Latest, Manifest, ManifestSegment, ModelIdentity, SegmentMeta};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -579,6 +579,45 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The merged segments that serve `segments` (see [`crate::plan_merges`]): each one already
+    /// in the store is reused; the others are written from their members (fetched and verified
+    /// through `cache`) in `work` and uploaded, files first, segment.json last.
+    pub async fn merge_for_serving(
+        &self,
+        segments: &[ManifestSegment],
+        model: &ModelIdentity,
+        cache: &Path,
+        work: &Path,
+    ) -> Result<Vec<ManifestSegment>, StoreError> {
+        let mut out = Vec::new();
+        for group in crate::merge::plan_merges(segments) {
+            let id = crate::merge::merged_id(&group);
+            if self.has_segment(&id).await? {
+                out.push(self.stored_segment_entry(&id).await?.1);
+                continue;
+            }
+            let mut dirs = Vec::new();
+            for m in &group {
+                dirs.push(self.fetch_segment(m, cache).await?);
+            }
+            let dir = work.join(&id);
+            let _ = std::fs::remove_dir_all(&dir);
+            let (d, i, m) = (dir.clone(), id.clone(), model.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::merge::write_merged_segment(&d, &i, &dirs, &m)
+            })
+            .await
+            .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
+            let entry = self.upload_segment(&dir, |_| {}).await?;
+            let _ = std::fs::remove_dir_all(&dir);
+            tracing::info!(merged = %id, members = group.len(), rows = entry.rows, "merged segment written");
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}
+
 /// The marker a cached segment directory gets once every file in it matched its sha256.
 pub const VERIFIED_MARKER: &str = ".verified";
 
@@ -590,5 +629,6 @@ fn manifest_entry(meta: &SegmentMeta, json: &[u8]) -> ManifestSegment {
         rows_per_type: meta.rows_per_type.clone(),
         segment_json_sha256: sha256_hex(json),
         files: meta.files.clone(),
+        members: meta.members.clone(),
     }
 }

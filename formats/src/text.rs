@@ -1,35 +1,28 @@
-//! The `text/` tantivy index of a segment: schema, writer and BM25 search.
+//! The analyzers of the BM25 fields: the code-aware tokenizer and the per-field weights the
+//! serving index ([`crate::serving`]) queries with.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use tantivy::collector::{FilterCollector, TopDocs};
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
-};
+use tantivy::Index;
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
     Token, TokenStream, Tokenizer,
 };
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// Format 1's analyzer of prose fields: words, lowercased, English stop words dropped, English
 /// stems. Still registered so format-1 snapshots open.
 const PROSE_V1: &str = "hubdex_prose";
 /// Format 2's analyzer of `title` and `body`: code-aware words ([`CodeTokenizer`]), English stop
 /// words dropped, English stems.
-const WORDS: &str = "hubdex_words";
+pub(crate) const WORDS: &str = "hubdex_words";
 /// Format 2's analyzer of `symbol` and `path`: code-aware words, lowercased, nothing dropped.
-const IDENT: &str = "hubdex_ident";
+pub(crate) const IDENT: &str = "hubdex_ident";
 
 /// Per-field weights of the BM25 query.
-const BOOST_TITLE: f32 = 2.0;
-const BOOST_BODY: f32 = 1.0;
-const BOOST_PATH: f32 = 1.5;
-const BOOST_SYMBOL: f32 = 2.5;
+pub(crate) const BOOST_TITLE: f32 = 2.0;
+pub(crate) const BOOST_BODY: f32 = 1.0;
+pub(crate) const BOOST_PATH: f32 = 1.5;
+pub(crate) const BOOST_SYMBOL: f32 = 2.5;
 
-fn register_analyzers(index: &Index) {
+pub(crate) fn register_analyzers(index: &Index) {
     let stop = || StopWordFilter::new(Language::English).expect("tantivy ships English stop words");
     let prose = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
@@ -182,186 +175,6 @@ fn split_code(text: &str, out: &mut Vec<Token>) {
             }
             position += 1;
         }
-    }
-}
-
-use crate::error::FormatError;
-use crate::row::Row;
-
-/// Heap for the single indexing thread; tantivy needs at least 15 MB per thread.
-const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
-
-/// The fields of the text index.
-#[derive(Debug, Clone, Copy)]
-struct Fields {
-    ord: Field,
-    row_type: Field,
-    repo: Field,
-    title: Field,
-    body: Field,
-    path: Field,
-    /// Format 2 and later.
-    symbol: Option<Field>,
-}
-
-fn schema() -> (Schema, Fields) {
-    let mut b = Schema::builder();
-    let prose = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(WORDS)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
-    let ident = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(IDENT)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
-    let fields = Fields {
-        ord: b.add_u64_field("ord", FAST | INDEXED | STORED),
-        row_type: b.add_text_field("type", STRING),
-        repo: b.add_text_field("repo", STRING),
-        title: b.add_text_field("title", prose.clone()),
-        body: b.add_text_field("body", prose),
-        path: b.add_text_field("path", ident.clone()),
-        symbol: Some(b.add_text_field("symbol", ident)),
-    };
-    (b.build(), fields)
-}
-
-fn fields_of(schema: &Schema) -> Result<Fields, tantivy::TantivyError> {
-    Ok(Fields {
-        ord: schema.get_field("ord")?,
-        row_type: schema.get_field("type")?,
-        repo: schema.get_field("repo")?,
-        title: schema.get_field("title")?,
-        body: schema.get_field("body")?,
-        path: schema.get_field("path")?,
-        symbol: schema.get_field("symbol").ok(),
-    })
-}
-
-/// Writes the text index of `rows` (ordinal = position) into `dir`, merged to one tantivy
-/// segment.
-pub fn write_text_index(dir: &Path, rows: &[Row]) -> Result<(), FormatError> {
-    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
-    let (schema, f) = schema();
-    let index = Index::create_in_dir(dir, schema).map_err(tv)?;
-    register_analyzers(&index);
-    let mut writer =
-        index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
-    for (ord, row) in rows.iter().enumerate() {
-        let mut doc = TantivyDocument::default();
-        doc.add_u64(f.ord, ord as u64);
-        doc.add_text(f.row_type, row.kind().as_str());
-        doc.add_text(f.repo, &row.repo);
-        if let Some(t) = &row.title {
-            doc.add_text(f.title, t);
-        }
-        if !row.heading_path.is_empty() {
-            doc.add_text(f.title, row.heading_path.join(" "));
-        }
-        doc.add_text(f.body, &row.body);
-        if let Some(p) = &row.path {
-            doc.add_text(f.path, p);
-        }
-        if let (Some(field), Some(sym)) = (f.symbol, &row.symbol) {
-            doc.add_text(field, sym);
-        }
-        writer.add_document(doc).map_err(tv)?;
-    }
-    writer.commit().map_err(tv)?;
-    let ids = index.searchable_segment_ids().map_err(tv)?;
-    if ids.len() > 1 {
-        writer.merge(&ids).wait().map_err(tv)?;
-    }
-    writer.garbage_collect_files().wait().map_err(tv)?;
-    writer.wait_merging_threads().map_err(tv)?;
-    Ok(())
-}
-
-/// A read-only, memory-mapped text index.
-pub struct TextIndex {
-    reader: IndexReader,
-    /// The searched fields, their weights and the analyzer each was indexed with.
-    fields: Vec<(Field, f32, TextAnalyzer)>,
-    path: std::path::PathBuf,
-}
-
-impl std::fmt::Debug for TextIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TextIndex").field("path", &self.path).finish()
-    }
-}
-
-impl TextIndex {
-    /// Opens the index in `dir` (mmap). The caller has verified its files.
-    pub fn open(dir: &Path) -> Result<Self, FormatError> {
-        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-        let index = Index::open_in_dir(dir).map_err(tv)?;
-        register_analyzers(&index);
-        let f = fields_of(&index.schema()).map_err(tv)?;
-        let reader =
-            index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(tv)?;
-        let mut weighted = vec![(f.title, BOOST_TITLE), (f.body, BOOST_BODY), (f.path, BOOST_PATH)];
-        weighted.extend(f.symbol.map(|s| (s, BOOST_SYMBOL)));
-        let mut fields = Vec::new();
-        for (field, boost) in weighted {
-            fields.push((field, boost, index.tokenizer_for_field(field).map_err(tv)?));
-        }
-        Ok(TextIndex { reader, fields, path: dir.to_path_buf() })
-    }
-
-    /// The BM25 query of a text: every word it analyses to, in every field, with the field's
-    /// weight; a document scores by the words it has (no operators, so nothing is a syntax
-    /// error).
-    fn query(&self, text: &str) -> BooleanQuery {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for (field, boost, analyzer) in &self.fields {
-            let mut analyzer = analyzer.clone();
-            let mut stream = analyzer.token_stream(text);
-            let mut seen = std::collections::HashSet::new();
-            while let Some(tok) = stream.next() {
-                if seen.insert(tok.text.clone()) {
-                    let term = Term::from_field_text(*field, &tok.text);
-                    let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
-                    clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), *boost))));
-                }
-            }
-        }
-        BooleanQuery::new(clauses)
-    }
-
-    /// BM25 search: up to `limit` (ordinal, score) pairs, best first, keeping only ordinals
-    /// `allow` accepts.
-    pub fn search(
-        &self,
-        query: &str,
-        limit: usize,
-        allow: Option<Arc<dyn Fn(u64) -> bool + Send + Sync>>,
-    ) -> Result<Vec<(u64, f32)>, FormatError> {
-        let tv = |source| FormatError::Tantivy { path: self.path.clone(), source };
-        let q = self.query(query);
-        let searcher = self.reader.searcher();
-        let top = TopDocs::with_limit(limit.max(1));
-        let docs = match allow {
-            Some(allow) => {
-                let pred = move |ord: u64| allow(ord);
-                searcher
-                    .search(&q, &FilterCollector::new("ord".to_string(), pred, top))
-                    .map_err(tv)?
-            }
-            None => searcher.search(&q, &top).map_err(tv)?,
-        };
-        let mut out = Vec::with_capacity(docs.len());
-        for (score, addr) in docs {
-            let seg = searcher.segment_reader(addr.segment_ord);
-            let col = seg.fast_fields().u64("ord").map_err(tv)?;
-            if let Some(ord) = col.first(addr.doc_id) {
-                out.push((ord, score));
-            }
-        }
-        Ok(out)
     }
 }
 

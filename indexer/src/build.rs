@@ -357,7 +357,7 @@ pub(crate) async fn embed_one(
         report.segments_unchanged += 1;
         store.stored_segment_entry(draft.id()).await?.1
     } else {
-        let meta = draft.finish(&rows)?;
+        let meta = draft.finish(&rows, &files)?;
         report.write_seconds += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
@@ -386,6 +386,7 @@ pub(crate) async fn publish_segments(
     cursors: &[(String, Cursor)],
     allow_unsafe_latest: bool,
     started: Instant,
+    cache: &std::path::Path,
     report: &mut BuildReport,
 ) -> anyhow::Result<()> {
     // Repositories this build did not touch keep their segments from the previous snapshot.
@@ -406,6 +407,12 @@ pub(crate) async fn publish_segments(
         save_cursors(store, cursors).await?;
         return Ok(());
     }
+    // Small segments are served merged; a merged segment already in the store is reused.
+    let merge_cache = cache.join("merge");
+    let merged = store
+        .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"))
+        .await
+        .context("writing merged segments")?;
     let now = Utc::now();
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");
     let manifest = Manifest {
@@ -423,6 +430,7 @@ pub(crate) async fn publish_segments(
             embed_seconds: report.embed_seconds,
         },
         segments,
+        merged,
     };
     hubdex_formats::failpoint("before-manifest");
     store.publish(&manifest, allow_unsafe_latest).await?;
@@ -492,6 +500,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         &cursors,
         opts.allow_unsafe_latest,
         started,
+        &opts.cache,
         &mut report,
     )
     .await?;

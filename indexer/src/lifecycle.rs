@@ -120,7 +120,7 @@ pub async fn gc(
         let keep_it = newest.contains(id) || pinned.contains(id) || current.as_ref() == Some(id);
         if keep_it {
             let (m, _): (Manifest, String) = store.manifest(id).await?;
-            referenced.extend(m.segments.iter().map(|s| s.id.clone()));
+            referenced.extend(m.segments.iter().chain(&m.merged).map(|s| s.id.clone()));
             report.kept_snapshots.push(id.clone());
         } else {
             for key in store.list(&format!("snapshots/{id}")).await? {

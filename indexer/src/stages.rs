@@ -230,6 +230,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
         &cursors,
         opts.allow_unsafe_latest,
         started,
+        &opts.cache,
         &mut report,
     )
     .await?;

@@ -147,12 +147,14 @@ pub fn run_eval(
             let answer = search(snap, embedder, reranker, &req)
                 .map_err(|e| anyhow::anyhow!("query {:?}: {e}", q.query))?;
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-            let rows: Vec<&Row> = answer.results.iter().filter_map(|r| snap.row(&r.id)).collect();
+            let rows: Vec<Row> =
+                answer.results.iter().filter_map(|r| snap.row(&r.id).ok().flatten()).collect();
+            let rows: Vec<&Row> = rows.iter().collect();
             let judged = judge(&rows, q);
             let found: std::collections::HashSet<usize> =
                 judged.iter().take(k).flatten().copied().collect();
             recall += found.len() as f64 / q.relevant.len() as f64;
-            let folded: Vec<&Row> = answer
+            let folded: Vec<Row> = answer
                 .results
                 .iter()
                 .take(k)
@@ -160,8 +162,9 @@ pub fn run_eval(
                     let others = r.same_entity.iter().flat_map(|s| s.others.iter().map(|o| &o.id));
                     std::iter::once(&r.id).chain(others)
                 })
-                .filter_map(|id| snap.row(id))
+                .filter_map(|id| snap.row(id).ok().flatten())
                 .collect();
+            let folded: Vec<&Row> = folded.iter().collect();
             let found_folded = judge(&folded, q).into_iter().flatten().count();
             recall_folded += found_folded as f64 / q.relevant.len() as f64;
             if let Some(rank) = judged.iter().take(k).position(|m| !m.is_empty()) {

@@ -76,11 +76,11 @@ pub(crate) fn fetch_ids(
 }
 
 /// Fetches rows by id; unknown ids are listed in `not_found`, the rest returned in order.
-pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> FetchAnswer {
+pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> Result<FetchAnswer, ToolError> {
     let mut results = Vec::new();
     let mut not_found = Vec::new();
     for id in ids {
-        let Some(r) = snap.row(id) else {
+        let Some(r) = snap.row(id).map_err(crate::filter::index_error)? else {
             not_found.push(id.clone());
             continue;
         };
@@ -110,7 +110,7 @@ pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> FetchAnswer {
             content_truncated: r.truncated,
         });
     }
-    FetchAnswer { snapshot: snap.id().to_string(), count: results.len(), results, not_found }
+    Ok(FetchAnswer { snapshot: snap.id().to_string(), count: results.len(), results, not_found })
 }
 
 /// The answer of read_span.
@@ -179,7 +179,7 @@ impl SpanRequest {
 
 /// Returns the exact lines of an indexed file, at the commit it was indexed at.
 pub fn read_span(snap: &OpenSnapshot, req: &SpanRequest) -> Result<SpanAnswer, ToolError> {
-    let Some(seg) = snap.segments.iter().find(|s| s.meta.repo == req.repo) else {
+    let Some(seg) = snap.segment_of_repo(&req.repo) else {
         return Err(ToolError::arg(
             "repo",
             format!(
@@ -189,7 +189,11 @@ pub fn read_span(snap: &OpenSnapshot, req: &SpanRequest) -> Result<SpanAnswer, T
             ),
         ));
     };
-    let Some(file) = seg.files.iter().find(|f| f.path == req.path) else {
+    let file = match &seg.files {
+        Some(files) => files.get(&req.repo, &req.path).map_err(crate::filter::index_error)?,
+        None => None,
+    };
+    let Some(file) = file else {
         return Err(ToolError::arg(
             "path",
             format!(

@@ -31,7 +31,10 @@ pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,
     SearchResult, Sort, search, search_with_vector, snippet,
 };
-pub use snapshot::{OpenError, OpenSnapshot, default_cache, open_snapshot, pull_snapshot};
+pub use snapshot::{
+    OpenError, OpenSegments, OpenSnapshot, default_cache, open_snapshot, open_snapshot_in,
+    pull_snapshot,
+};
 pub use state::AppState;
 pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

@@ -156,7 +156,10 @@ async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
     let model = cli.model.clone().unwrap_or_else(default_model);
     let dir =
         hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
-    let embedder = tokio::task::spawn_blocking(move || Embedder::load(&dir, Device::Cpu)).await??;
+    let sessions = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let embedder =
+        tokio::task::spawn_blocking(move || Embedder::load_pooled(&dir, Device::Cpu, sessions))
+            .await??;
     if embedder.identity().model_sha256 != snap.manifest.model.model_sha256 {
         anyhow::bail!(
             "the model at {model} is not the one snapshot {} was built with ({}, sha256 {}): pass --model",

@@ -43,6 +43,7 @@ pub struct Metrics {
     snapshot_created: Gauge<i64>,
     swaps: Counter,
     swap_failures: Counter,
+    segments_opened: Gauge<i64>,
     current: Mutex<String>,
 }
 
@@ -93,7 +94,14 @@ impl Default for Metrics {
             "New snapshots refused (verification or open failed); the current one kept serving",
             swap_failures.clone(),
         );
+        let segments_opened = Gauge::<i64>::default();
+        registry.register(
+            "segments_opened",
+            "Segments opened since start (a segment a newer snapshot shares is not reopened)",
+            segments_opened.clone(),
+        );
         Metrics {
+            segments_opened,
             registry,
             calls,
             errors,
@@ -144,6 +152,11 @@ impl Metrics {
         } else {
             self.swap_failures.inc()
         };
+    }
+
+    /// Records how many segments were opened since start.
+    pub(crate) fn segments_opened(&self, n: u64) {
+        self.segments_opened.set(n as i64);
     }
 
     /// The text exposition format.

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use crate::filter::{FILTER_ARGS, Filters, parse_time};
+use crate::filter::{
+    FILTER_ARGS, Filters, filters_from_args, index_error, may_match, parse_time, unmatched,
+};
 use crate::search::time;
 use crate::snapshot::OpenSnapshot;
 
@@ -98,7 +100,7 @@ impl ScanRequest {
         let mut allowed = vec!["order", "limit", "cursor", "snapshot"];
         allowed.extend_from_slice(FILTER_ARGS);
         let a = Args::new(map, &allowed)?;
-        let mut filters = Filters::from_args(&a)?;
+        let mut filters = filters_from_args(&a)?;
         // The window belongs to the scan: it applies to the order's time field.
         filters.since = None;
         filters.until = None;
@@ -140,61 +142,54 @@ impl ScanRequest {
     }
 }
 
-/// Runs a scan on `snap`.
-pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> ScanAnswer {
+/// Runs a scan on `snap`: per segment, a range query on the order's time column with the
+/// filters, the newest `limit + 1` by (time, id) kept; then merged.
+pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> Result<ScanAnswer, ToolError> {
     let created = req.order == "created_desc";
-    let allowed = req.filters.allowed(snap);
-    let mut hits: Vec<(i64, &str, usize, usize)> = Vec::new();
+    let after = req.after.as_ref().map(|c| (c.time_micros, c.id.as_str()));
+    let mut hits: Vec<(i64, String, usize, u32)> = Vec::new();
     for (si, seg) in snap.segments.iter().enumerate() {
-        for (ord, row) in seg.rows.iter().enumerate() {
-            if allowed.as_ref().is_some_and(|a| !a[si][ord]) {
-                continue;
-            }
-            let t = if created { row.created_at } else { row.updated_at };
-            let Some(t) = t.filter(|t| *t >= req.since && *t < req.until) else { continue };
-            let key = (t.timestamp_micros(), row.id.as_str());
-            if let Some(c) = &req.after
-                && key >= (c.time_micros, c.id.as_str())
-            {
-                continue;
-            }
-            hits.push((key.0, key.1, si, ord));
+        if !may_match(&req.filters, seg) {
+            continue;
         }
+        let filter = seg.text.compile(&req.filters).map_err(index_error)?;
+        let found = seg
+            .text
+            .scan(filter.as_ref(), created, req.since, req.until, after, req.limit + 1)
+            .map_err(index_error)?;
+        hits.extend(found.into_iter().map(|(t, id, doc)| (t, id, si, doc)));
     }
     // Newest first; ties on time broken by id, descending, so a cursor is exact.
-    hits.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+    hits.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
     let truncated = hits.len() > req.limit;
     hits.truncate(req.limit);
-    let results: Vec<ScanItem> = hits
-        .iter()
-        .map(|&(_, _, si, ord)| {
-            let r = &snap.segments[si].rows[ord];
-            ScanItem {
-                id: r.id.clone(),
-                row_type: r.kind().to_string(),
-                repo: r.repo.clone(),
-                number: r.number,
-                title: r.title.clone(),
-                url: r.url.clone(),
-                path: r.path.clone(),
-                commit_sha: r.commit_sha.clone(),
-                author: r.author.clone(),
-                state: r.state.clone(),
-                created_at: time(r.created_at),
-                updated_at: time(r.updated_at),
-                snippet: crate::search::snippet(&r.body, &[], 200),
-            }
-        })
-        .collect();
-    let cursor = (truncated)
+    let mut results = Vec::with_capacity(hits.len());
+    for (_, _, si, doc) in &hits {
+        let r = snap.segments[*si].text.row(*doc).map_err(index_error)?;
+        results.push(ScanItem {
+            snippet: crate::search::snippet(&r.body, &[], 200),
+            row_type: r.kind().to_string(),
+            created_at: time(r.created_at),
+            updated_at: time(r.updated_at),
+            id: r.id,
+            repo: r.repo,
+            number: r.number,
+            title: r.title,
+            url: r.url,
+            path: r.path,
+            commit_sha: r.commit_sha,
+            author: r.author,
+            state: r.state,
+        });
+    }
+    let cursor = truncated
         .then(|| {
-            hits.last().map(|&(t, id, _, _)| {
-                Cursor { snapshot: snap.id().to_string(), time_micros: t, id: id.to_string() }
-                    .encode()
+            hits.last().map(|(t, id, _, _)| {
+                Cursor { snapshot: snap.id().to_string(), time_micros: *t, id: id.clone() }.encode()
             })
         })
         .flatten();
-    ScanAnswer {
+    Ok(ScanAnswer {
         snapshot: snap.id().to_string(),
         order: req.order.clone(),
         since: time(Some(req.since)).unwrap_or_default(),
@@ -202,7 +197,7 @@ pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> ScanAnswer {
         count: results.len(),
         truncated,
         cursor,
-        filters_unmatched: req.filters.unmatched(snap),
+        filters_unmatched: unmatched(&req.filters, snap)?,
         results,
-    }
+    })
 }

@@ -2,14 +2,15 @@
 //! reciprocal rank fusion, folded by entity.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use hubdex_formats::{Embedder, Reranker, Row};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use crate::filter::{FILTER_ARGS, Filters};
+use rayon::prelude::*;
+
+use crate::filter::{FILTER_ARGS, Filters, filters_from_args, index_error, may_match, unmatched};
 use crate::snapshot::OpenSnapshot;
 
 /// The RRF constant: a document at rank r contributes 1 / (K + r).
@@ -134,7 +135,7 @@ impl SearchRequest {
             top_k: a.int_in("top_k", 1, 50, 10)? as usize,
             fusion: Fusion::parse(&a.one_of("fusion", &Fusion::NAMES, "rrf")?),
             sort: Sort::parse(&a.one_of("sort", &Sort::NAMES, "relevance")?),
-            filters: Filters::from_args(&a)?,
+            filters: filters_from_args(&a)?,
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
             blend: Blend::DEFAULT,
@@ -213,7 +214,7 @@ struct Candidate {
 }
 
 /// Min-max normalisation of one list's scores: (min, max - min).
-fn range_of(list: &[(usize, u64, f32)]) -> (f64, f64) {
+fn range_of(list: &[(usize, u32, f32)]) -> (f64, f64) {
     let min = list.iter().map(|x| x.2).fold(f32::INFINITY, f32::min) as f64;
     let max = list.iter().map(|x| x.2).fold(f32::NEG_INFINITY, f32::max) as f64;
     (min, (max - min).max(1e-9))
@@ -250,96 +251,66 @@ pub fn search_with_vector(
     reranker: Option<&Reranker>,
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
-    let filters_unmatched = req.filters.unmatched(snap);
+    let filters_unmatched = unmatched(&req.filters, snap)?;
     let pool = (req.top_k * 5).max(50);
-    let allowed = req
-        .filters
-        .allowed(snap)
-        .map(|per_seg| per_seg.into_iter().map(Arc::new).collect::<Vec<_>>());
-    let fail =
-        |e: hubdex_formats::FormatError| ToolError::Unavailable(format!("search failed: {e}"));
-
     let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
-    // One segment's candidates: (sparse, dense) as (segment, ordinal, score).
-    type Hits = Vec<(usize, u64, f32)>;
+    // One segment's candidates: (sparse, dense) as (segment, doc, score).
+    type Hits = Vec<(usize, u32, f32)>;
     let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
         let seg = &snap.segments[si];
-        let allow: Option<Arc<dyn Fn(u64) -> bool + Send + Sync>> = match &allowed {
-            None => None,
-            Some(per_seg) => {
-                let ok = per_seg[si].clone();
-                if !ok.iter().any(|b| *b) {
-                    return Ok((Vec::new(), Vec::new()));
-                }
-                Some(Arc::new(move |ord: u64| ok.get(ord as usize).copied().unwrap_or(false)))
-            }
-        };
+        if !may_match(&req.filters, seg) {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let filter = seg.text.compile(&req.filters).map_err(index_error)?;
         let mut sparse = Vec::new();
         let mut dense = Vec::new();
         if req.fusion != Fusion::DenseOnly {
-            for (ord, score) in seg.text.search(&req.query, pool, allow.clone()).map_err(fail)? {
-                sparse.push((si, ord, score));
+            for (doc, score) in
+                seg.text.search(&req.query, pool, filter.as_ref()).map_err(index_error)?
+            {
+                sparse.push((si, doc, score));
             }
         }
         if let Some(q) = query_vec {
-            for (ord, score) in seg.vectors.search(q, pool, allow.as_deref()).map_err(fail)? {
-                dense.push((si, ord, score));
+            let hits = match &filter {
+                None => seg.vectors.search(q, pool, None),
+                Some(f) => {
+                    let bits = seg.text.filter_bits(f).map_err(index_error)?;
+                    if bits.count() == 0 {
+                        Ok(Vec::new())
+                    } else {
+                        seg.vectors.search(q, pool, Some(&|k: u64| bits.contains(k)))
+                    }
+                }
             }
+            .map_err(index_error)?;
+            dense.extend(hits.into_iter().map(|(k, score)| (si, k as u32, score)));
         }
         Ok((sparse, dense))
     };
-    // Segments are independent: with several, they are searched on every core at once.
-    let workers =
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(snap.segments.len()).max(1);
-    // Worker `w` of `workers` takes segments w, w + workers, …
-    let worker = |w: usize| -> Result<(Hits, Hits), ToolError> {
-        let mut acc: (Hits, Hits) = (Vec::new(), Vec::new());
-        for si in (w..snap.segments.len()).step_by(workers) {
-            let (s, d) = one_segment(si)?;
-            acc.0.extend(s);
-            acc.1.extend(d);
-        }
-        Ok(acc)
-    };
-    let per_worker: Vec<Result<(Hits, Hits), ToolError>> = if workers == 1 {
-        vec![worker(0)]
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|w| {
-                    let worker = &worker;
-                    scope.spawn(move || worker(w))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(ToolError::Unavailable("a segment search panicked".into()))
-                    })
-                })
-                .collect()
-        })
-    };
+    // Segments are independent: they are searched on the persistent rayon pool, every core
+    // at once.
+    let per_segment: Vec<Result<(Hits, Hits), ToolError>> =
+        (0..snap.segments.len()).into_par_iter().map(one_segment).collect();
     let mut sparse: Hits = Vec::new();
     let mut dense: Hits = Vec::new();
-    for r in per_worker {
+    for r in per_segment {
         let (s, d) = r?;
         sparse.extend(s);
         dense.extend(d);
     }
-    // Score, then (segment, ordinal): the same order however the workers finished.
+    // Score, then (segment, doc): the same order however the workers finished.
     sparse.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     dense.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     sparse.truncate(pool);
     dense.truncate(pool);
 
-    let mut cands: HashMap<(usize, u64), Candidate> = HashMap::new();
-    for (rank, &(si, ord, score)) in sparse.iter().enumerate() {
-        cands.entry((si, ord)).or_default().sparse = Some((score, rank + 1));
+    let mut cands: HashMap<(usize, u32), Candidate> = HashMap::new();
+    for (rank, &(si, doc, score)) in sparse.iter().enumerate() {
+        cands.entry((si, doc)).or_default().sparse = Some((score, rank + 1));
     }
-    for (rank, &(si, ord, score)) in dense.iter().enumerate() {
-        cands.entry((si, ord)).or_default().dense = Some((score, rank + 1));
+    for (rank, &(si, doc, score)) in dense.iter().enumerate() {
+        cands.entry((si, doc)).or_default().dense = Some((score, rank + 1));
     }
     let (s_min, s_span) = range_of(&sparse);
     let (d_min, d_span) = range_of(&dense);
@@ -357,24 +328,32 @@ pub fn search_with_vector(
             (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
-    let mut ranked: Vec<((usize, u64), Candidate)> = cands.into_iter().collect();
-    // Ties break on row id so the same snapshot always gives the same order.
-    let by_fused = |a: &((usize, u64), Candidate), b: &((usize, u64), Candidate)| {
-        b.1.fused.total_cmp(&a.1.fused).then_with(|| row(snap, a.0).id.cmp(&row(snap, b.0).id))
+    // Ties break on row id so the same snapshot always gives the same order; ids come from the
+    // mapped id column, not from the stored rows.
+    let mut ranked: Vec<(Key, Candidate, String)> = Vec::with_capacity(cands.len());
+    for (key, c) in cands {
+        let id = snap.segments[key.0].text.id_of(key.1).map_err(index_error)?;
+        ranked.push((key, c, id));
+    }
+    let by_fused = |a: &(Key, Candidate, String), b: &(Key, Candidate, String)| {
+        b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
     };
     ranked.sort_by(by_fused);
+    let mut rows = RowCache::new(snap);
     let mut rerank_note = None;
     let mut rerank_applied = false;
     match (req.rerank, reranker) {
         (true, Some(model)) => {
             let n = ranked.len().min(RERANK_CANDIDATES.max(req.top_k * 2));
-            let passages: Vec<String> =
-                ranked[..n].iter().map(|(key, _)| rerank_passage(row(snap, *key))).collect();
+            let mut passages = Vec::with_capacity(n);
+            for (key, _, _) in &ranked[..n] {
+                passages.push(rerank_passage(rows.get(*key)?));
+            }
             let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
             let scores = model
                 .score(&req.query, &refs)
                 .map_err(|e| ToolError::Unavailable(format!("reranking: {e}")))?;
-            for ((_, c), s) in ranked[..n].iter_mut().zip(scores) {
+            for ((_, c, _), s) in ranked[..n].iter_mut().zip(scores) {
                 c.rerank = Some(s);
             }
             ranked[..n].sort_by(|a, b| {
@@ -389,10 +368,12 @@ pub fn search_with_vector(
 
     let terms = query_terms(&req.query);
     let mut results: Vec<SearchResult> = Vec::new();
-    let mut by_entity: HashMap<(&str, &str), usize> = HashMap::new();
-    for (key, c) in ranked {
-        let r = row(snap, key);
-        if let Some(&i) = by_entity.get(&(r.repo.as_str(), r.entity.as_str())) {
+    // Rows of one repository and entity fold together; an entity lives in one segment.
+    let mut by_entity: HashMap<(usize, (u64, u64)), usize> = HashMap::new();
+    for (key, c, _) in ranked {
+        let entity = (key.0, snap.segments[key.0].text.entity_key(key.1).map_err(index_error)?);
+        if let Some(&i) = by_entity.get(&entity) {
+            let r = rows.get(key)?;
             let same =
                 results[i].same_entity.get_or_insert(SameEntity { count: 0, others: Vec::new() });
             same.count += 1;
@@ -408,7 +389,8 @@ pub fn search_with_vector(
         if req.sort == Sort::Relevance && results.len() == req.top_k {
             continue;
         }
-        by_entity.insert((r.repo.as_str(), r.entity.as_str()), results.len());
+        let r = rows.get(key)?;
+        by_entity.insert(entity, results.len());
         results.push(SearchResult {
             id: r.id.clone(),
             row_type: r.kind().to_string(),
@@ -452,6 +434,29 @@ pub fn search_with_vector(
     })
 }
 
+/// A candidate: its segment and doc.
+type Key = (usize, u32);
+
+/// Stored rows of an answer, each read from its segment's doc store once.
+struct RowCache<'a> {
+    snap: &'a OpenSnapshot,
+    rows: HashMap<Key, Row>,
+}
+
+impl<'a> RowCache<'a> {
+    fn new(snap: &'a OpenSnapshot) -> Self {
+        RowCache { snap, rows: HashMap::new() }
+    }
+
+    fn get(&mut self, key: Key) -> Result<&Row, ToolError> {
+        if !self.rows.contains_key(&key) {
+            let row = self.snap.segments[key.0].text.row(key.1).map_err(index_error)?;
+            self.rows.insert(key, row);
+        }
+        Ok(&self.rows[&key])
+    }
+}
+
 /// What the cross-encoder reads of a row: where it is, its title and the start of its body.
 fn rerank_passage(r: &Row) -> String {
     let mut text = String::new();
@@ -465,10 +470,6 @@ fn rerank_passage(r: &Row) -> String {
     }
     text.extend(r.body.chars().take(RERANK_PASSAGE_CHARS));
     text
-}
-
-fn row(snap: &OpenSnapshot, (si, ord): (usize, u64)) -> &Row {
-    &snap.segments[si].rows[ord as usize]
 }
 
 /// Snippet length in chars.

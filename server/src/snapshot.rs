@@ -1,41 +1,118 @@
-//! Opening snapshots: fetch the segments a manifest names into the local cache (verified as
-//! they enter it), then open them read-only.
+//! Opening snapshots: fetch the segments a manifest serves from into the local cache (verified
+//! as they enter it), then open them read-only, memory-mapped. An open segment is shared by
+//! every snapshot that names it ([`OpenSegments`]), so a hot swap opens only new segments.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
-use hubdex_formats::{Manifest, Row, Segment, Store, StoreError};
+use hubdex_formats::{FormatError, Manifest, Row, Segment, Store, StoreError};
 
-/// An open snapshot: its manifest and every segment, ready to search.
+/// An open snapshot: its manifest and the segments that serve it.
 #[derive(Debug)]
 pub struct OpenSnapshot {
     pub manifest: Manifest,
-    pub segments: Vec<Segment>,
-    /// Row id → (segment, ordinal).
-    by_id: HashMap<String, (usize, usize)>,
+    /// The serving units: merged segments and unmerged build segments, in manifest order.
+    pub segments: Vec<Arc<Segment>>,
 }
 
 impl OpenSnapshot {
-    /// Indexes the rows of `segments` by id.
-    pub fn new(manifest: Manifest, segments: Vec<Segment>) -> Self {
-        let mut by_id = HashMap::new();
-        for (si, seg) in segments.iter().enumerate() {
-            for (ord, row) in seg.rows.iter().enumerate() {
-                by_id.insert(row.id.clone(), (si, ord));
-            }
-        }
-        OpenSnapshot { manifest, segments, by_id }
+    /// A snapshot served by `segments`.
+    pub fn new(manifest: Manifest, segments: Vec<Arc<Segment>>) -> Self {
+        OpenSnapshot { manifest, segments }
     }
 
-    /// The row with this id.
-    pub fn row(&self, id: &str) -> Option<&Row> {
-        self.by_id.get(id).map(|&(s, o)| &self.segments[s].rows[o])
+    /// The segment and doc of the row with this id.
+    pub fn locate(&self, id: &str) -> Result<Option<(usize, u32)>, FormatError> {
+        for (si, seg) in self.segments.iter().enumerate() {
+            if let Some(doc) = seg.text.doc_of_id(id)? {
+                return Ok(Some((si, doc)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The stored row with this id.
+    pub fn row(&self, id: &str) -> Result<Option<Row>, FormatError> {
+        match self.locate(id)? {
+            Some((si, doc)) => self.segments[si].text.row(doc).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The segment holding `repo`'s rows.
+    pub fn segment_of_repo(&self, repo: &str) -> Option<&Arc<Segment>> {
+        self.segments.iter().find(|s| s.meta.repositories().iter().any(|r| r == repo))
     }
 
     /// The snapshot id.
     pub fn id(&self) -> &str {
         &self.manifest.snapshot
+    }
+}
+
+/// Open segments by id, shared by every open snapshot that names them. Segments a snapshot
+/// holds stay open through its `Arc`s; of the others, the most recently used few stay open so
+/// a pinned query or a swap back does not reopen them.
+#[derive(Debug, Default)]
+pub struct OpenSegments {
+    inner: Mutex<SegmentsInner>,
+}
+
+#[derive(Debug, Default)]
+struct SegmentsInner {
+    live: HashMap<String, Weak<Segment>>,
+    recent: Vec<Arc<Segment>>,
+    opened: u64,
+}
+
+/// Segments kept open beyond those an open snapshot holds.
+const RECENT_SEGMENTS: usize = 32;
+
+impl OpenSegments {
+    fn get(&self, id: &str) -> Option<Arc<Segment>> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let seg = inner.live.get(id)?.upgrade()?;
+        inner.touch(&seg);
+        Some(seg)
+    }
+
+    /// Adds the segments of an already open snapshot.
+    pub fn adopt(&self, snap: &OpenSnapshot) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        for seg in &snap.segments {
+            if inner.live.insert(seg.meta.id.clone(), Arc::downgrade(seg)).is_none() {
+                inner.opened += 1;
+            }
+            inner.touch(seg);
+        }
+    }
+
+    fn insert(&self, id: &str, seg: Arc<Segment>) -> Arc<Segment> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        // Another request may have opened the same segment meanwhile: keep one.
+        if let Some(existing) = inner.live.get(id).and_then(Weak::upgrade) {
+            inner.touch(&existing);
+            return existing;
+        }
+        inner.opened += 1;
+        inner.live.retain(|_, w| w.strong_count() > 0);
+        inner.live.insert(id.to_string(), Arc::downgrade(&seg));
+        inner.touch(&seg);
+        seg
+    }
+
+    /// How many segments were opened (not found open) since the server started.
+    pub fn opened(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).opened
+    }
+}
+
+impl SegmentsInner {
+    fn touch(&mut self, seg: &Arc<Segment>) {
+        self.recent.retain(|s| !Arc::ptr_eq(s, seg));
+        self.recent.insert(0, seg.clone());
+        self.recent.truncate(RECENT_SEGMENTS);
     }
 }
 
@@ -53,8 +130,40 @@ pub enum OpenError {
     Segment {
         segment: String,
         #[source]
-        source: hubdex_formats::FormatError,
+        source: FormatError,
     },
+}
+
+/// The directory a verified cached segment serves from: itself for format 3; for formats 1
+/// and 2, its upgrade to the format-3 serving layout, built once under `cache/upgraded/`.
+fn serving_dir(cache: &Path, dir: PathBuf) -> Result<PathBuf, FormatError> {
+    let meta = hubdex_formats::read_segment_meta(&dir)?;
+    if meta.format_version >= 3 {
+        return Ok(dir);
+    }
+    let done = cache.join("upgraded").join(&meta.id);
+    if done.join(hubdex_formats::VERIFIED_MARKER).is_file() {
+        return Ok(done);
+    }
+    let tmp = cache.join("upgraded").join(format!(".tmp-{}-{}", meta.id, std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let built = hubdex_formats::upgrade_segment(&dir, &tmp).and_then(|()| {
+        let marker = tmp.join(hubdex_formats::VERIFIED_MARKER);
+        std::fs::write(&marker, b"").map_err(|e| FormatError::Io { path: marker, source: e })
+    });
+    if let Err(e) = built {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    match std::fs::rename(&tmp, &done) {
+        Ok(()) => Ok(done),
+        // Another process upgraded the same segment first.
+        Err(_) if done.join(hubdex_formats::VERIFIED_MARKER).is_file() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(done)
+        }
+        Err(e) => Err(FormatError::Io { path: done, source: e }),
+    }
 }
 
 /// Opens snapshot `id` (or the one LATEST names) from `store`, through `cache`.
@@ -63,24 +172,38 @@ pub async fn open_snapshot(
     cache: &Path,
     id: Option<&str>,
 ) -> Result<Arc<OpenSnapshot>, OpenError> {
+    open_snapshot_in(store, cache, &OpenSegments::default(), id).await
+}
+
+/// [`open_snapshot`], reusing the segments `open` already holds and adding the ones it opens.
+pub async fn open_snapshot_in(
+    store: &Store,
+    cache: &Path,
+    open: &OpenSegments,
+    id: Option<&str>,
+) -> Result<Arc<OpenSnapshot>, OpenError> {
     let manifest = match id {
         None => store.latest_manifest().await?,
         Some(id) => store.manifest(id).await?.0,
     };
-    let mut segments = Vec::with_capacity(manifest.segments.len());
-    for seg in &manifest.segments {
+    let mut segments = Vec::new();
+    for seg in manifest.serving_units() {
+        if let Some(s) = open.get(&seg.id) {
+            segments.push(s);
+            continue;
+        }
         let dir = store.fetch_segment(seg, cache).await?;
-        let opened = tokio::task::spawn_blocking(move || Segment::open(&dir))
-            .await
-            .map_err(|e| OpenError::Segment {
-                segment: seg.id.clone(),
-                source: hubdex_formats::FormatError::Io {
-                    path: PathBuf::new(),
-                    source: std::io::Error::other(e),
-                },
-            })?
-            .map_err(|source| OpenError::Segment { segment: seg.id.clone(), source })?;
-        segments.push(opened);
+        let cache = cache.to_path_buf();
+        let fail = |source| OpenError::Segment { segment: seg.id.clone(), source };
+        let opened = tokio::task::spawn_blocking(move || {
+            serving_dir(&cache, dir).and_then(|d| Segment::open(&d))
+        })
+        .await
+        .map_err(|e| {
+            fail(FormatError::Io { path: PathBuf::new(), source: std::io::Error::other(e) })
+        })?
+        .map_err(fail)?;
+        segments.push(open.insert(&seg.id, Arc::new(opened)));
     }
     Ok(Arc::new(OpenSnapshot::new(manifest, segments)))
 }
@@ -97,7 +220,7 @@ pub async fn pull_snapshot(store: &Store, id: &str, dir: &Path) -> Result<String
         store.manifest(id).await?
     };
     let target = Store::open(&dir.display().to_string())?;
-    for seg in &manifest.segments {
+    for seg in manifest.segments.iter().chain(&manifest.merged) {
         // Verified into DIR/segments/<id>/ exactly as the cache would hold it.
         store.fetch_segment(seg, dir).await?;
     }

@@ -9,7 +9,7 @@ use hubdex_formats::{Embedder, Reranker, Store};
 
 use crate::args::ToolError;
 use crate::metrics::Metrics;
-use crate::snapshot::{OpenSnapshot, open_snapshot};
+use crate::snapshot::{OpenSegments, OpenSnapshot, open_snapshot_in};
 
 /// Pinned snapshots kept open besides the current one.
 const PINNED_OPEN: usize = 4;
@@ -23,6 +23,8 @@ pub struct AppState {
     /// The cross-encoder for `rerank: true`, when one is configured.
     pub reranker: Option<Arc<Reranker>>,
     pub metrics: Metrics,
+    /// Open segments, shared by the current and the pinned snapshots.
+    pub open: OpenSegments,
     pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
 }
 
@@ -45,7 +47,11 @@ impl AppState {
     ) -> Self {
         let metrics = Metrics::default();
         metrics.serving(current.id(), current.manifest.created_at);
+        let open = OpenSegments::default();
+        open.adopt(&current);
+        metrics.segments_opened(open.opened());
         AppState {
+            open,
             store,
             cache,
             current: ArcSwap::new(current),
@@ -74,8 +80,9 @@ impl AppState {
                 format!("{id:?} is not a snapshot id (like 20261129T180000Z-1a2b3c4d)"),
             ));
         }
-        let opened =
-            open_snapshot(&self.store, &self.cache, Some(id)).await.map_err(|e| match e {
+        let opened = open_snapshot_in(&self.store, &self.cache, &self.open, Some(id))
+            .await
+            .map_err(|e| match e {
                 crate::snapshot::OpenError::Store(
                     hubdex_formats::StoreError::UnknownSnapshot { .. },
                 ) => ToolError::arg(
@@ -117,7 +124,7 @@ impl AppState {
         if latest == current.id() {
             return latest;
         }
-        match open_snapshot(&self.store, &self.cache, None).await {
+        match open_snapshot_in(&self.store, &self.cache, &self.open, None).await {
             Ok(next)
                 if next.manifest.model.model_sha256 != self.embedder.identity().model_sha256 =>
             {
@@ -128,6 +135,7 @@ impl AppState {
                 tracing::info!(from = %current.id(), to = %next.id(), "swapped to the new snapshot");
                 self.metrics.serving(next.id(), next.manifest.created_at);
                 self.metrics.swap(true);
+                self.metrics.segments_opened(self.open.opened());
                 self.current.store(next);
             }
             Err(e) => {

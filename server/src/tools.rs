@@ -202,12 +202,12 @@ pub async fn call_tool(
         "scan" => {
             let req = ScanRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(scan(&snap, &req)))
+            to_value(serde_json::to_value(scan(&snap, &req)?))
         }
         "fetch" => {
             let (ids, snapshot) = fetch_ids(args)?;
             let snap = state.snapshot(snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(fetch(&snap, &ids)))
+            to_value(serde_json::to_value(fetch(&snap, &ids)?))
         }
         "read_span" => {
             let req = SpanRequest::from_args(args)?;
@@ -225,19 +225,31 @@ pub async fn call_tool(
 
 fn index_stats(snap: &OpenSnapshot) -> Value {
     let m = &snap.manifest;
-    let repos: Vec<Value> = snap
+    // Per build segment (one per repository): a merged segment serving several says so.
+    let repos: Vec<Value> = m
         .segments
         .iter()
-        .map(|s| {
-            json!({
-                "repo": s.meta.repo,
-                "segment": s.meta.id,
-                "rows": s.meta.rows,
-                "rows_per_type": s.meta.rows_per_type,
-                "oldest_updated_at": s.meta.oldest_updated_at,
-                "newest_updated_at": s.meta.newest_updated_at,
-                "files": s.files.len(),
-            })
+        .map(|ms| {
+            let own = snap.segments.iter().find(|s| s.meta.id == ms.id);
+            let merged = snap.segments.iter().find(|s| s.meta.members.contains(&ms.id));
+            match (own, merged) {
+                (Some(s), _) => json!({
+                    "repo": s.meta.repo,
+                    "segment": s.meta.id,
+                    "rows": s.meta.rows,
+                    "rows_per_type": s.meta.rows_per_type,
+                    "oldest_updated_at": s.meta.oldest_updated_at,
+                    "newest_updated_at": s.meta.newest_updated_at,
+                    "files": s.files.as_ref().map_or(0, |f| f.len()),
+                }),
+                (None, merged) => json!({
+                    "repo": ms.repo,
+                    "segment": ms.id,
+                    "rows": ms.rows,
+                    "rows_per_type": ms.rows_per_type,
+                    "served_by": merged.map(|s| s.meta.id.clone()),
+                }),
+            }
         })
         .collect();
     json!({
@@ -245,7 +257,7 @@ fn index_stats(snap: &OpenSnapshot) -> Value {
         "created_at": m.created_at,
         "parent": m.parent,
         "model": m.model,
-        "rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(),
+        "rows": m.segments.iter().map(|s| s.rows).sum::<u64>(),
         "repos": repos,
         "build": m.build,
     })

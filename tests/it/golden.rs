@@ -1,7 +1,9 @@
 //! The committed golden snapshot of every readable format version still opens and answers: a
 //! reader change that breaks old snapshots fails here.
 
-use hubdex_formats::{FORMAT_VERSION, READABLE_VERSIONS, Segment, Store, read_rows};
+use hubdex_formats::{
+    FORMAT_VERSION, READABLE_VERSIONS, Segment, Store, read_rows, upgrade_segment,
+};
 use serde_json::json;
 
 use crate::fixture::{runtime, state};
@@ -10,12 +12,13 @@ const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v1");
 const GOLDEN_SNAPSHOT: &str = "20261129T193202Z-c1deaba1";
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2");
 const GOLDEN_V2_SNAPSHOT: &str = "20261129T212733Z-142190f8";
+const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3]);
     assert_eq!(
-        FORMAT_VERSION, 2,
+        FORMAT_VERSION, 3,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -31,6 +34,13 @@ fn the_golden_v2_snapshot_verifies_opens_and_answers() {
     check_golden(GOLDEN_V2, GOLDEN_V2_SNAPSHOT, 2, 9);
 }
 
+#[test]
+fn the_golden_v3_snapshot_verifies_opens_and_answers_through_its_merged_segment() {
+    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V3}/LATEST")).unwrap();
+    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    check_golden(GOLDEN_V3, latest["snapshot"].as_str().unwrap(), 3, 9);
+}
+
 fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
     // Work on a copy: opening a local store must not need to write into the fixture.
     let dir = tempfile::tempdir().unwrap();
@@ -44,8 +54,22 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
         let seg = &manifest.segments[0];
         let cache = dir.path().join("cache");
         let seg_dir = store.fetch_segment(seg, &cache).await.unwrap();
-        let opened = Segment::open(&seg_dir).unwrap();
-        assert_eq!(opened.rows.len(), rows);
+        let serve_dir = if version < 3 {
+            // Older segments are upgraded to the serving layout as they enter a cache.
+            let up = dir.path().join("upgraded");
+            upgrade_segment(&seg_dir, &up).unwrap();
+            up
+        } else {
+            seg_dir.clone()
+        };
+        let opened = Segment::open(&serve_dir).unwrap();
+        assert_eq!(opened.text.rows().unwrap().len(), rows);
+        if version >= 3 {
+            // Two repositories, served by one merged segment.
+            assert_eq!(manifest.segments.len(), 2);
+            assert_eq!(manifest.merged.len(), 1);
+            assert_eq!(manifest.serving_units().len(), 1);
+        }
         let rows = read_rows(&seg_dir.join("rows.parquet"), true).unwrap();
         let titles: Vec<&str> = rows.iter().filter_map(|r| r.title.as_deref()).collect();
         assert!(titles.contains(&"Plant tulips in the flower bed"), "{titles:?}");

@@ -13,4 +13,5 @@ mod mcp_clients;
 mod parquet_readers;
 mod quality;
 mod reliability;
+mod serving;
 mod stages;

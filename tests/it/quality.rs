@@ -30,8 +30,8 @@ fn code_chunks_cover_every_file_name_symbols_and_read_back_through_read_span() {
     runtime().block_on(async {
         let st = state(&store).await;
         let snap = st.current.load_full();
-        let rows: Vec<_> =
-            snap.segments[0].rows.iter().filter(|r| r.kind() == RowType::Code).collect();
+        let all = snap.segments[0].text.rows().unwrap();
+        let rows: Vec<_> = all.iter().filter(|r| r.kind() == RowType::Code).collect();
         for (path, text, symbols) in CODE_FILES {
             let mut chunks: Vec<_> =
                 rows.iter().filter(|r| r.path.as_deref() == Some(*path)).collect();
@@ -76,7 +76,7 @@ fn code_chunks_cover_every_file_name_symbols_and_read_back_through_read_span() {
             ["c", "cpp", "go", "java", "javascript", "python", "rust", "typescript"]
         );
         // One diff row per file of the one commit, beside its commit row.
-        let diffs = snap.segments[0].rows.iter().filter(|r| r.kind() == RowType::Diff).count();
+        let diffs = all.iter().filter(|r| r.kind() == RowType::Diff).count();
         assert_eq!(diffs, CODE_FILES.len());
     });
 }
@@ -150,7 +150,7 @@ fn rerank_reorders_the_top_candidates_by_the_cross_encoder_logit() {
         let first = &results[0];
         assert!(first["rerank_score"].as_f64().unwrap() >= 1.0, "{first:#}");
         let snap = st.current.load_full();
-        assert!(snap.row(first["id"].as_str().unwrap()).unwrap().body.contains("hooks"));
+        assert!(snap.row(first["id"].as_str().unwrap()).unwrap().unwrap().body.contains("hooks"));
         let logits: Vec<f64> = results.iter().filter_map(|r| r["rerank_score"].as_f64()).collect();
         assert!(logits.windows(2).all(|w| w[0] >= w[1]), "{logits:?}");
         assert_ne!(

@@ -31,6 +31,20 @@ use crate::golden::copy_dir;
 use crate::mcp_clients::{Server, spawn_http};
 
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2");
+const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
+
+/// The format-3 golden fixture's build segment of `local/golden`: rows.parquet, files.parquet,
+/// the serving index text/, the file store files/, vectors.usearch.
+fn golden_v3_segment() -> PathBuf {
+    std::fs::read_dir(Path::new(GOLDEN_V3).join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("local-golden-") && !name.starts_with("local-golden-two")
+        })
+        .unwrap()
+}
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
@@ -289,16 +303,8 @@ fn s03_a_store_that_ignores_conditional_writes_is_refused_unless_allowed() {
 
 #[test]
 fn s04_every_artifact_truncated_or_bit_flipped_is_refused_before_anything_opens_it() {
-    let src = Path::new(GOLDEN_V2);
-    let seg_rel: PathBuf = std::fs::read_dir(src.join("segments"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
-        .strip_prefix(src)
-        .unwrap()
-        .to_path_buf();
+    let src = Path::new(GOLDEN_V3);
+    let seg_rel: PathBuf = golden_v3_segment().strip_prefix(src).unwrap().to_path_buf();
     let mut targets: Vec<PathBuf> = walkdir::WalkDir::new(src.join(&seg_rel))
         .into_iter()
         .filter_map(Result::ok)
@@ -308,7 +314,8 @@ fn s04_every_artifact_truncated_or_bit_flipped_is_refused_before_anything_opens_
     targets.sort();
     let names: BTreeSet<String> =
         targets.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    for needed in ["rows.parquet", "files.parquet", "vectors.usearch", "meta.json"] {
+    for needed in ["rows.parquet", "files.parquet", "vectors.usearch", "meta.json", ".managed.json"]
+    {
         assert!(names.contains(needed), "{needed} is among the artifacts: {names:?}");
     }
     targets.push(seg_rel.join("segment.json"));
@@ -361,12 +368,7 @@ fn s04_every_artifact_truncated_or_bit_flipped_is_refused_before_anything_opens_
 #[test]
 fn s05_a_crafted_vectors_file_whose_sha256_matches_fails_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let seg = std::fs::read_dir(Path::new(GOLDEN_V2).join("segments"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let seg = golden_v3_segment();
     let work = dir.path().join("seg");
     copy_dir(&seg, &work);
     let path = work.join("vectors.usearch");
@@ -411,6 +413,43 @@ fn s05_a_crafted_vectors_file_whose_sha256_matches_fails_cleanly() {
         assert!(err.to_string().contains("vectors.usearch"), "{what}: {err}");
     }
     let _ = meta;
+    std::fs::write(&path, &original).unwrap();
+    std::fs::write(work.join("segment.json"), &meta_bytes).unwrap();
+    // The serving files, cut or replaced by garbage: opening, reading every row, searching and
+    // reading a span fail as errors, never as a panic.
+    let serving: Vec<PathBuf> = walkdir::WalkDir::new(&work)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .filter(|p| {
+            let rel = p.strip_prefix(&work).unwrap().to_string_lossy().into_owned();
+            (rel.starts_with("text/") || rel.starts_with("files/")) && !rel.ends_with(".lock")
+        })
+        .collect();
+    assert!(serving.len() >= 10, "{serving:?}");
+    for file in &serving {
+        let original = std::fs::read(file).unwrap();
+        for (what, bytes) in [
+            ("cut in half", original[..original.len() / 2].to_vec()),
+            ("garbage", vec![0xa5; original.len()]),
+        ] {
+            std::fs::write(file, &bytes).unwrap();
+            let result = std::panic::catch_unwind(|| -> Result<(), String> {
+                let seg = Segment::open(&work).map_err(|e| e.to_string())?;
+                seg.text.rows().map_err(|e| e.to_string())?;
+                seg.text.search("tulips", 5, None).map_err(|e| e.to_string())?;
+                if let Some(f) = &seg.files {
+                    f.get("local/golden", "README.md").map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            });
+            let name = file.strip_prefix(&work).unwrap().display().to_string();
+            let outcome = result.unwrap_or_else(|_| panic!("{name} {what}: panicked"));
+            assert!(outcome.is_err(), "{name} {what}: a crafted serving file read as valid");
+        }
+        std::fs::write(file, &original).unwrap();
+    }
 }
 
 #[test]
@@ -529,13 +568,9 @@ pub(crate) fn soak(seconds: u64) {
     let pid = server.0.id();
     let st = runtime().block_on(state(&f.store));
     let snap = st.current.load_full();
-    let ids: Vec<String> = snap.segments[0].rows.iter().take(40).map(|r| r.id.clone()).collect();
-    let doc = snap.segments[0]
-        .rows
-        .iter()
-        .find(|r| r.path.is_some() && r.line_start.is_some())
-        .unwrap()
-        .clone();
+    let all = snap.segments[0].text.rows().unwrap();
+    let ids: Vec<String> = all.iter().take(40).map(|r| r.id.clone()).collect();
+    let doc = all.iter().find(|r| r.path.is_some() && r.line_start.is_some()).unwrap().clone();
     let calls: Vec<(&str, String)> = vec![
         ("/v1/search", json!({"query": "retry with backoff", "top_k": 5}).to_string()),
         ("/v1/search", json!({"query": "storage engine", "fusion": "sparse_only"}).to_string()),

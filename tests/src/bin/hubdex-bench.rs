@@ -191,6 +191,31 @@ async fn prepare(
         write_s += t.elapsed().as_secs_f64();
         eprintln!("prepare: segment {}/{segments} ({count} rows)", s + 1);
     }
+    // Small segments are served merged, as a real publish does; then what a change to one
+    // repository costs: rewriting the one merged segment that holds it.
+    let t = Instant::now();
+    let merge_cache = out.join("merge-cache");
+    let merged = store
+        .merge_for_serving(&entries, &base_manifest.model, &merge_cache, &work.join("merged"))
+        .await?;
+    let merge_s = t.elapsed().as_secs_f64();
+    let mut one_repo_change = Value::Null;
+    if let Some(group) = hubdex_formats::plan_merges(&entries).first() {
+        let dirs: Vec<PathBuf> =
+            group.iter().map(|m| merge_cache.join("segments").join(&m.id)).collect();
+        let dir = work.join("one-change");
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = Instant::now();
+        let meta = hubdex_formats::write_merged_segment(
+            &dir,
+            "merged-probe",
+            &dirs,
+            &base_manifest.model,
+        )?;
+        one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let _ = std::fs::remove_dir_all(&merge_cache);
     let t = Instant::now();
     let now = chrono::Utc::now();
     let manifest = Manifest {
@@ -200,16 +225,20 @@ async fn prepare(
         parent: None,
         model: base_manifest.model.clone(),
         build: BuildStats { rows: n as u64, ..BuildStats::default() },
+        merged,
         segments: entries,
     };
     store.publish(&manifest, false).await?;
-    write_s += t.elapsed().as_secs_f64();
+    write_s += t.elapsed().as_secs_f64() + merge_s;
     Ok(json!({
         "rows": n,
         "base_rows": rows.len(),
         "real_vectors": n.min(rows.len()),
         "synthesized_vectors": n.saturating_sub(rows.len()),
         "segments": segments,
+        "serving_units": manifest.serving_units().len(),
+        "merge_seconds": merge_s,
+        "one_repo_change": one_repo_change,
         "write_seconds": write_s,
         "write_rows_per_s": n as f64 / write_s,
         "generate_seconds": generate_s,
@@ -250,13 +279,23 @@ fn request(query: &str, fusion: Fusion) -> SearchRequest {
     }
 }
 
-fn rss_kib() -> u64 {
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+fn rss_kib() -> u64 {
+    status_kib("VmRSS:")
+}
+
+/// Resident memory split as the issue asks: anonymous (heap) and file-backed (mapped index
+/// pages, which the page cache can drop).
+fn rss_split() -> Value {
+    json!({"total_kib": status_kib("VmRSS:"), "anon_kib": status_kib("RssAnon:"), "file_kib": status_kib("RssFile:")})
 }
 
 async fn search_bench(
@@ -339,8 +378,41 @@ async fn search_bench(
         let _ = t.join();
     }
     let qps = done.load(Ordering::Relaxed) as f64 / qps_seconds as f64;
+    // fetch of 10 ids, and a 7-day scan with one filter, against the same snapshot.
+    let ids: Vec<String> = {
+        let mut ids = Vec::new();
+        for (q, v) in queries.iter().zip(&vectors).take(50) {
+            let a =
+                search_with_vector(&snap, Some(v), None, &request(q, Fusion::Rrf)).map_err(fail)?;
+            ids.extend(a.results.into_iter().map(|r| r.id));
+        }
+        ids
+    };
+    let mut fetch_ms = Vec::new();
+    for chunk in ids.chunks(10).filter(|c| c.len() == 10) {
+        let t = Instant::now();
+        hubdex_server::fetch(&snap, chunk).map_err(fail)?;
+        fetch_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let newest = snap.segments.iter().filter_map(|s| s.meta.newest_updated_at).max();
+    let mut scan_ms = Vec::new();
+    if let Some(until) = newest {
+        for (i, t) in ["commit", "code", "doc", "diff"].iter().cycle().take(100).enumerate() {
+            let until = until - chrono::Duration::days((i % 10) as i64 * 30);
+            let mut args = serde_json::Map::new();
+            args.insert("type".into(), json!(t));
+            args.insert("until".into(), json!(until.to_rfc3339()));
+            let req = hubdex_server::ScanRequest::from_args(&args).map_err(fail)?;
+            let t = Instant::now();
+            hubdex_server::scan(&snap, &req).map_err(fail)?;
+            scan_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
     Ok(json!({
-        "rows": snap.segments.iter().map(|s| s.rows.len()).sum::<usize>(),
+        "rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(),
+        "fetch_10_ids": if fetch_ms.is_empty() { Value::Null } else { percentiles(fetch_ms) },
+        "scan_7d_one_filter": if scan_ms.is_empty() { Value::Null } else { percentiles(scan_ms) },
+        "rss_split_after_run": rss_split(),
         "segments": snap.segments.len(),
         "first_open_seconds": first_open_s,
         "cold_open_seconds": cold_open_s,

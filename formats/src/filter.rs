@@ -1,0 +1,158 @@
+//! What a filtering request asks of rows, as plain data. The serving index compiles it into
+//! index queries ([`crate::ServingIndex::compile`]); [`RowFilter::matches`] is the same test on
+//! one decoded row, the reference the index is tested against.
+
+use chrono::{DateTime, Utc};
+use globset::GlobMatcher;
+
+use crate::row::{Row, RowType};
+
+/// A set of row filters; an absent filter matches everything.
+#[derive(Debug, Clone, Default)]
+pub struct RowFilter {
+    /// `owner/name`, exactly.
+    pub repo: Option<String>,
+    /// Any of these types.
+    pub types: Vec<RowType>,
+    /// `open`, `closed` or `merged`, exactly.
+    pub state: Option<String>,
+    /// Every one of these labels, ignoring ASCII case.
+    pub labels: Vec<String>,
+    /// The milestone, ignoring ASCII case.
+    pub milestone: Option<String>,
+    /// One of the assignees, ignoring ASCII case.
+    pub assignee: Option<String>,
+    /// A login, or a commit author's whole `Name <email>`, name or email, ignoring ASCII case.
+    pub author: Option<String>,
+    /// The row's path or one of the files it changed starts with this.
+    pub path_prefix: Option<String>,
+    /// The row's path or one of the files it changed matches this glob.
+    pub files_glob: Option<GlobMatcher>,
+    /// `updated_at` at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// `updated_at` before this.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// The filter names, in the order answers list them.
+pub const FILTER_NAMES: [&str; 11] = [
+    "repo",
+    "type",
+    "state",
+    "labels",
+    "milestone",
+    "assignee",
+    "author",
+    "path_prefix",
+    "files_glob",
+    "since",
+    "until",
+];
+
+impl RowFilter {
+    /// The names of the filters that are set, in [`FILTER_NAMES`] order.
+    pub fn set_names(&self) -> Vec<&'static str> {
+        let set = [
+            self.repo.is_some(),
+            !self.types.is_empty(),
+            self.state.is_some(),
+            !self.labels.is_empty(),
+            self.milestone.is_some(),
+            self.assignee.is_some(),
+            self.author.is_some(),
+            self.path_prefix.is_some(),
+            self.files_glob.is_some(),
+            self.since.is_some(),
+            self.until.is_some(),
+        ];
+        FILTER_NAMES.iter().zip(set).filter(|(_, s)| *s).map(|(n, _)| *n).collect()
+    }
+
+    /// Whether no filter is set.
+    pub fn is_empty(&self) -> bool {
+        self.set_names().is_empty()
+    }
+
+    /// The filter `name` alone (the others unset).
+    pub fn only(&self, name: &str) -> RowFilter {
+        let mut f = RowFilter::default();
+        match name {
+            "repo" => f.repo = self.repo.clone(),
+            "type" => f.types = self.types.clone(),
+            "state" => f.state = self.state.clone(),
+            "labels" => f.labels = self.labels.clone(),
+            "milestone" => f.milestone = self.milestone.clone(),
+            "assignee" => f.assignee = self.assignee.clone(),
+            "author" => f.author = self.author.clone(),
+            "path_prefix" => f.path_prefix = self.path_prefix.clone(),
+            "files_glob" => f.files_glob = self.files_glob.clone(),
+            "since" => f.since = self.since,
+            "until" => f.until = self.until,
+            _ => {}
+        }
+        f
+    }
+
+    /// Whether `row` passes every filter: the reference semantics of the compiled index
+    /// filter.
+    pub fn matches(&self, row: &Row) -> bool {
+        let ci = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+        let paths = || row.path.iter().chain(&row.files_changed);
+        self.repo.as_ref().is_none_or(|r| &row.repo == r)
+            && (self.types.is_empty() || self.types.contains(&row.kind()))
+            && self.state.as_ref().is_none_or(|s| row.state.as_deref() == Some(s.as_str()))
+            && self.labels.iter().all(|l| row.labels.iter().any(|x| ci(x, l)))
+            && self
+                .milestone
+                .as_ref()
+                .is_none_or(|m| row.milestone.as_deref().is_some_and(|x| ci(x, m)))
+            && self.assignee.as_ref().is_none_or(|a| row.assignees.iter().any(|x| ci(x, a)))
+            && self.author.as_ref().is_none_or(|a| {
+                row.author.as_deref().is_some_and(|x| author_keys(x).iter().any(|k| ci(k, a)))
+            })
+            && self.path_prefix.as_ref().is_none_or(|p| paths().any(|x| x.starts_with(p.as_str())))
+            && self.files_glob.as_ref().is_none_or(|g| paths().any(|x| g.is_match(x)))
+            && self.since.is_none_or(|s| row.updated_at.is_some_and(|t| t >= s))
+            && self.until.is_none_or(|u| row.updated_at.is_some_and(|t| t < u))
+    }
+}
+
+/// What an author filter can name: a login or `Name <email>` whole, and for the latter the name
+/// and the email alone.
+pub(crate) fn author_keys(author: &str) -> Vec<&str> {
+    let mut keys = vec![author];
+    if let Some((name, email)) = author.rsplit_once(" <") {
+        keys.push(name);
+        keys.push(email.trim_end_matches('>'));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authors_match_by_login_name_or_email() {
+        let mut row = Row::new(RowType::Commit, "o/r", "commit/a", 0);
+        let f = |a: &str| RowFilter { author: Some(a.into()), ..Default::default() };
+        row.author = Some("octocat".into());
+        assert!(f("OctoCat").matches(&row));
+        row.author = Some("Ada Lovelace <ada@example.com>".into());
+        assert!(f("ada@example.com").matches(&row));
+        assert!(f("ada lovelace").matches(&row));
+        assert!(!f("ada").matches(&row));
+    }
+
+    #[test]
+    fn set_names_follow_the_answer_order() {
+        let f = RowFilter {
+            until: Some(Utc::now()),
+            repo: Some("o/r".into()),
+            labels: vec!["bug".into()],
+            ..Default::default()
+        };
+        assert_eq!(f.set_names(), ["repo", "labels", "until"]);
+        assert_eq!(f.only("labels").set_names(), ["labels"]);
+    }
+}

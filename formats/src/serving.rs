@@ -1,0 +1,719 @@
+//! The serving index of a segment (`text/`, format 3): one tantivy index that answers
+//! everything a request needs of a segment's rows without decoding them all.
+//!
+//! - BM25 fields `title`, `body`, `path`, `symbol` (the analyzers of [`crate::text`]);
+//! - filter fields, indexed as raw terms: `id`, `type`, `repo`, `entity`, `state`, `labels`,
+//!   `milestone`, `assignees`, `author` (lowercased; a commit author also by name and email),
+//!   `paths` (the row's path and every file it changed), and `updated_at` / `created_at`
+//!   (microsecond dates, indexed and fast);
+//! - fast (columnar, memory-mapped) fields for ordering and folding: `ord`, `id`, `repo`,
+//!   `entity`, `updated_at`, `created_at`;
+//! - the row itself (its serde JSON without the embedding) in tantivy's compressed doc store,
+//!   read by doc id only for the rows of an answer.
+//!
+//! Documents are sorted by `ord`, so a doc id is the row's ordinal: the key of its vector in
+//! vectors.usearch. The index holds one tantivy segment.
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use tantivy::collector::TopDocs;
+use tantivy::columnar::{Column, StrColumn};
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, EnableScoring, Occur, Query, RangeQuery,
+    TermQuery, TermSetQuery,
+};
+use tantivy::schema::{
+    DateOptions, DateTimePrecision, FAST, Field, INDEXED, IndexRecordOption, STORED, STRING,
+    Schema, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::TextAnalyzer;
+use tantivy::{
+    DateTime, DocAddress, DocId, DocSet, Index, IndexReader, IndexSettings, IndexSortByField,
+    Order, ReloadPolicy, Searcher, SegmentReader, TERMINATED, TantivyDocument, Term,
+};
+
+use crate::error::FormatError;
+use crate::filter::{RowFilter, author_keys};
+use crate::row::Row;
+use crate::text::{
+    BOOST_BODY, BOOST_PATH, BOOST_SYMBOL, BOOST_TITLE, IDENT, WORDS, register_analyzers,
+};
+
+/// Heap for the single indexing thread; tantivy needs at least 15 MB per thread.
+const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
+
+/// Decompressed doc-store blocks kept per open index (16 KiB each): an answer reads a few rows.
+const DOC_STORE_CACHE_BLOCKS: usize = 8;
+
+/// Which analyzer each BM25 field is indexed with. Format 3 writes [`Analyzers::CURRENT`]; a
+/// format-1 or -2 segment upgraded on open keeps the analyzers it was built with, so its scores
+/// do not change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Analyzers {
+    pub(crate) prose: String,
+    pub(crate) path: String,
+    pub(crate) symbol: bool,
+}
+
+impl Analyzers {
+    pub(crate) fn current() -> Analyzers {
+        Analyzers { prose: WORDS.into(), path: IDENT.into(), symbol: true }
+    }
+
+    /// The analyzers of an older `text/` index, read from its schema.
+    pub(crate) fn of_index(dir: &Path) -> Result<Analyzers, FormatError> {
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        let schema = Index::open_in_dir(dir).map_err(tv)?.schema();
+        let tokenizer = |name: &str| -> Result<String, FormatError> {
+            let field = schema.get_field(name).map_err(tv)?;
+            match schema.get_field_entry(field).field_type() {
+                tantivy::schema::FieldType::Str(o) => Ok(o
+                    .get_indexing_options()
+                    .map(|i| i.tokenizer().to_string())
+                    .unwrap_or_else(|| "default".into())),
+                _ => Err(FormatError::Schema {
+                    what: dir.display().to_string(),
+                    detail: format!("field {name} is not a text field"),
+                }),
+            }
+        };
+        Ok(Analyzers {
+            prose: tokenizer("title")?,
+            path: tokenizer("path")?,
+            symbol: schema.get_field("symbol").is_ok(),
+        })
+    }
+}
+
+/// The fields of the serving index.
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    ord: Field,
+    id: Field,
+    row_type: Field,
+    repo: Field,
+    entity: Field,
+    state: Field,
+    labels: Field,
+    milestone: Field,
+    assignees: Field,
+    author: Field,
+    paths: Field,
+    updated_at: Field,
+    created_at: Field,
+    title: Field,
+    body: Field,
+    path: Field,
+    symbol: Option<Field>,
+    row: Field,
+}
+
+fn schema(an: &Analyzers) -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let analysed = |tokenizer: &str| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(tokenizer)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+    };
+    let date = DateOptions::default()
+        .set_indexed()
+        .set_fast()
+        .set_precision(DateTimePrecision::Microseconds);
+    let fields = Fields {
+        ord: b.add_u64_field("ord", FAST | INDEXED),
+        id: b.add_text_field("id", STRING | FAST),
+        row_type: b.add_text_field("type", STRING),
+        repo: b.add_text_field("repo", STRING | FAST),
+        entity: b.add_text_field("entity", STRING | FAST),
+        state: b.add_text_field("state", STRING),
+        labels: b.add_text_field("labels", STRING),
+        milestone: b.add_text_field("milestone", STRING),
+        assignees: b.add_text_field("assignees", STRING),
+        author: b.add_text_field("author", STRING),
+        paths: b.add_text_field("paths", STRING),
+        updated_at: b.add_date_field("updated_at", date.clone()),
+        created_at: b.add_date_field("created_at", date),
+        title: b.add_text_field("title", analysed(&an.prose)),
+        body: b.add_text_field("body", analysed(&an.prose)),
+        path: b.add_text_field("path", analysed(&an.path)),
+        symbol: an.symbol.then(|| b.add_text_field("symbol", analysed(&an.path))),
+        row: b.add_bytes_field("row", STORED),
+    };
+    (b.build(), fields)
+}
+
+fn fields_of(schema: &Schema) -> Result<Fields, tantivy::TantivyError> {
+    Ok(Fields {
+        ord: schema.get_field("ord")?,
+        id: schema.get_field("id")?,
+        row_type: schema.get_field("type")?,
+        repo: schema.get_field("repo")?,
+        entity: schema.get_field("entity")?,
+        state: schema.get_field("state")?,
+        labels: schema.get_field("labels")?,
+        milestone: schema.get_field("milestone")?,
+        assignees: schema.get_field("assignees")?,
+        author: schema.get_field("author")?,
+        paths: schema.get_field("paths")?,
+        updated_at: schema.get_field("updated_at")?,
+        created_at: schema.get_field("created_at")?,
+        title: schema.get_field("title")?,
+        body: schema.get_field("body")?,
+        path: schema.get_field("path")?,
+        symbol: schema.get_field("symbol").ok(),
+        row: schema.get_field("row")?,
+    })
+}
+
+fn micros(t: chrono::DateTime<chrono::Utc>) -> DateTime {
+    DateTime::from_timestamp_micros(t.timestamp_micros())
+}
+
+/// Writes the serving index of `rows` (ordinal = position) into `dir`.
+pub(crate) fn write_serving_index<'a>(
+    dir: &Path,
+    rows: impl Iterator<Item = &'a Row>,
+    an: &Analyzers,
+) -> Result<(), FormatError> {
+    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+    let (schema, f) = schema(an);
+    let settings = IndexSettings {
+        sort_by_field: Some(IndexSortByField { field: "ord".into(), order: Order::Asc }),
+        ..IndexSettings::default()
+    };
+    let index =
+        Index::builder().schema(schema).settings(settings).create_in_dir(dir).map_err(tv)?;
+    register_analyzers(&index);
+    let mut writer =
+        index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
+    writer.set_merge_policy(Box::new(NoMergePolicy));
+    let mut n = 0u64;
+    for (ord, row) in rows.enumerate() {
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.ord, ord as u64);
+        doc.add_text(f.id, &row.id);
+        doc.add_text(f.row_type, row.kind().as_str());
+        doc.add_text(f.repo, &row.repo);
+        doc.add_text(f.entity, &row.entity);
+        if let Some(s) = &row.state {
+            doc.add_text(f.state, s);
+        }
+        for l in &row.labels {
+            doc.add_text(f.labels, l.to_ascii_lowercase());
+        }
+        if let Some(m) = &row.milestone {
+            doc.add_text(f.milestone, m.to_ascii_lowercase());
+        }
+        for a in &row.assignees {
+            doc.add_text(f.assignees, a.to_ascii_lowercase());
+        }
+        if let Some(a) = &row.author {
+            for k in author_keys(a) {
+                doc.add_text(f.author, k.to_ascii_lowercase());
+            }
+        }
+        for p in row.path.iter().chain(&row.files_changed) {
+            doc.add_text(f.paths, p);
+        }
+        if let Some(t) = row.updated_at {
+            doc.add_date(f.updated_at, micros(t));
+        }
+        if let Some(t) = row.created_at {
+            doc.add_date(f.created_at, micros(t));
+        }
+        if let Some(t) = &row.title {
+            doc.add_text(f.title, t);
+        }
+        if !row.heading_path.is_empty() {
+            doc.add_text(f.title, row.heading_path.join(" "));
+        }
+        doc.add_text(f.body, &row.body);
+        if let Some(p) = &row.path {
+            doc.add_text(f.path, p);
+        }
+        if let (Some(field), Some(sym)) = (f.symbol, &row.symbol) {
+            doc.add_text(field, sym);
+        }
+        let json = serde_json::to_vec(row).map_err(|e| FormatError::json(&row.id, e))?;
+        doc.add_bytes(f.row, &json);
+        writer.add_document(doc).map_err(tv)?;
+        n += 1;
+    }
+    writer.commit().map_err(tv)?;
+    let ids = index.searchable_segment_ids().map_err(tv)?;
+    if ids.len() > 1 {
+        writer.merge(&ids).wait().map_err(tv)?;
+    }
+    writer.garbage_collect_files().wait().map_err(tv)?;
+    writer.wait_merging_threads().map_err(tv)?;
+    // The doc id must be the ordinal: check it once here rather than trust it on every read.
+    let reader = index.reader().map_err(tv)?;
+    let searcher = reader.searcher();
+    let bad = |detail: String| FormatError::Schema { what: dir.display().to_string(), detail };
+    if searcher.num_docs() != n || searcher.segment_readers().len() > 1 {
+        return Err(bad(format!(
+            "index holds {} docs in {} segments, expected {n} in one",
+            searcher.num_docs(),
+            searcher.segment_readers().len()
+        )));
+    }
+    if let Some(seg) = searcher.segment_readers().first() {
+        let ords = seg.fast_fields().u64("ord").map_err(tv)?;
+        if let Some(doc) = (0..seg.max_doc()).find(|&d| ords.first(d) != Some(d as u64)) {
+            return Err(bad(format!("doc {doc} is not ordinal {doc}: the index is not sorted")));
+        }
+    }
+    Ok(())
+}
+
+/// A filter compiled against one serving index.
+pub struct CompiledFilter {
+    query: Box<dyn Query>,
+}
+
+impl std::fmt::Debug for CompiledFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledFilter").finish_non_exhaustive()
+    }
+}
+
+/// The doc ids (= ordinals) a filter accepts in one index.
+#[derive(Debug, Clone)]
+pub struct DocBits {
+    words: Vec<u64>,
+    count: u32,
+}
+
+impl DocBits {
+    /// Whether `doc` is in the set.
+    pub fn contains(&self, doc: u64) -> bool {
+        self.words.get((doc / 64) as usize).is_some_and(|w| w & (1 << (doc % 64)) != 0)
+    }
+
+    /// How many docs are in the set.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+}
+
+/// One scanned row: its time in microseconds, its id and its doc id.
+pub type ScanHit = (i64, String, u32);
+
+/// A read-only, memory-mapped serving index.
+pub struct ServingIndex {
+    _reader: IndexReader,
+    searcher: Searcher,
+    f: Fields,
+    /// The BM25 fields, their weights and the analyzer each was indexed with.
+    bm25: Vec<(Field, f32, TextAnalyzer)>,
+    columns: Option<Columns>,
+    path: PathBuf,
+}
+
+/// The fast columns of the index's one tantivy segment.
+struct Columns {
+    id: StrColumn,
+    repo: StrColumn,
+    entity: StrColumn,
+    updated: Column<DateTime>,
+    created: Column<DateTime>,
+}
+
+impl std::fmt::Debug for ServingIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingIndex").field("path", &self.path).finish()
+    }
+}
+
+impl ServingIndex {
+    /// Opens the serving index in `dir` (mmap). The caller has verified its files.
+    pub fn open(dir: &Path) -> Result<Self, FormatError> {
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        let index = Index::open_in_dir(dir).map_err(tv)?;
+        register_analyzers(&index);
+        let f = fields_of(&index.schema()).map_err(|e| FormatError::Schema {
+            what: dir.display().to_string(),
+            detail: format!("not a format-3 serving index: {e}"),
+        })?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .doc_store_cache_num_blocks(DOC_STORE_CACHE_BLOCKS)
+            .try_into()
+            .map_err(tv)?;
+        let searcher = reader.searcher();
+        if searcher.segment_readers().len() > 1 {
+            return Err(FormatError::Schema {
+                what: dir.display().to_string(),
+                detail: format!(
+                    "{} tantivy segments, expected one",
+                    searcher.segment_readers().len()
+                ),
+            });
+        }
+        let columns = match searcher.segment_readers().first() {
+            None => None,
+            Some(seg) => {
+                let ff = seg.fast_fields();
+                let str_col = |name: &str| -> Result<StrColumn, FormatError> {
+                    ff.str(name).map_err(tv)?.ok_or_else(|| FormatError::Schema {
+                        what: dir.display().to_string(),
+                        detail: format!("fast field {name} is missing"),
+                    })
+                };
+                Some(Columns {
+                    id: str_col("id")?,
+                    repo: str_col("repo")?,
+                    entity: str_col("entity")?,
+                    updated: ff.date("updated_at").map_err(tv)?,
+                    created: ff.date("created_at").map_err(tv)?,
+                })
+            }
+        };
+        let mut weighted = vec![(f.title, BOOST_TITLE), (f.body, BOOST_BODY), (f.path, BOOST_PATH)];
+        weighted.extend(f.symbol.map(|s| (s, BOOST_SYMBOL)));
+        let mut bm25 = Vec::new();
+        for (field, boost) in weighted {
+            bm25.push((field, boost, index.tokenizer_for_field(field).map_err(tv)?));
+        }
+        Ok(ServingIndex { _reader: reader, searcher, f, bm25, columns, path: dir.to_path_buf() })
+    }
+
+    fn tv(&self) -> impl Fn(tantivy::TantivyError) -> FormatError + '_ {
+        |source| FormatError::Tantivy { path: self.path.clone(), source }
+    }
+
+    fn io(&self) -> impl Fn(std::io::Error) -> FormatError + '_ {
+        |e| FormatError::io(&self.path, e)
+    }
+
+    fn segment(&self) -> Option<&SegmentReader> {
+        self.searcher.segment_readers().first()
+    }
+
+    /// Rows in the index.
+    pub fn num_docs(&self) -> u64 {
+        self.searcher.num_docs()
+    }
+
+    /// The BM25 query of a text: every word it analyses to, in every field, with the field's
+    /// weight; a document scores by the words it has (no operators, so nothing is a syntax
+    /// error).
+    fn text_query(&self, text: &str) -> BooleanQuery {
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for (field, boost, analyzer) in &self.bm25 {
+            let mut analyzer = analyzer.clone();
+            let mut stream = analyzer.token_stream(text);
+            let mut seen = std::collections::HashSet::new();
+            while let Some(tok) = stream.next() {
+                if seen.insert(tok.text.clone()) {
+                    let term = Term::from_field_text(*field, &tok.text);
+                    let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                    clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), *boost))));
+                }
+            }
+        }
+        BooleanQuery::new(clauses)
+    }
+
+    /// BM25 search: up to `limit` (doc, score) pairs, best first, among the docs `filter`
+    /// accepts (the filter adds nothing to the score).
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        filter: Option<&CompiledFilter>,
+    ) -> Result<Vec<(u32, f32)>, FormatError> {
+        let text = self.text_query(query);
+        let top = TopDocs::with_limit(limit.max(1)).order_by_score();
+        let docs = match filter {
+            None => self.searcher.search(&text, &top),
+            Some(f) => {
+                let q = BooleanQuery::new(vec![
+                    (Occur::Must, Box::new(text) as Box<dyn Query>),
+                    (Occur::Must, Box::new(ConstScoreQuery::new(f.query.box_clone(), 0.0))),
+                ]);
+                self.searcher.search(&q, &top)
+            }
+        }
+        .map_err(self.tv())?;
+        Ok(docs.into_iter().map(|(score, addr)| (addr.doc_id, score)).collect())
+    }
+
+    /// The raw terms of `field` that `keep` accepts, streamed from `start` until `keep_going`
+    /// says stop.
+    fn terms_where(
+        &self,
+        field: Field,
+        start: &str,
+        keep_going: impl Fn(&str) -> bool,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Term>, FormatError> {
+        let mut out = Vec::new();
+        let Some(seg) = self.segment() else { return Ok(out) };
+        let inv = seg.inverted_index(field).map_err(self.tv())?;
+        let mut stream =
+            inv.terms().range().ge(start.as_bytes()).into_stream().map_err(self.io())?;
+        while stream.advance() {
+            let Ok(key) = std::str::from_utf8(stream.key()) else { continue };
+            if !keep_going(key) {
+                break;
+            }
+            if keep(key) {
+                out.push(Term::from_field_text(field, key));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Compiles `filter` into a query over this index; `None` when no filter is set.
+    pub fn compile(&self, filter: &RowFilter) -> Result<Option<CompiledFilter>, FormatError> {
+        if filter.is_empty() {
+            return Ok(None);
+        }
+        let f = &self.f;
+        let term = |field: Field, v: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(Term::from_field_text(field, v), IndexRecordOption::Basic))
+        };
+        let mut must: Vec<Box<dyn Query>> = Vec::new();
+        if let Some(r) = &filter.repo {
+            must.push(term(f.repo, r));
+        }
+        if !filter.types.is_empty() {
+            let terms = filter.types.iter().map(|t| Term::from_field_text(f.row_type, t.as_str()));
+            must.push(Box::new(TermSetQuery::new(terms)));
+        }
+        if let Some(s) = &filter.state {
+            must.push(term(f.state, s));
+        }
+        for l in &filter.labels {
+            must.push(term(f.labels, &l.to_ascii_lowercase()));
+        }
+        if let Some(m) = &filter.milestone {
+            must.push(term(f.milestone, &m.to_ascii_lowercase()));
+        }
+        if let Some(a) = &filter.assignee {
+            must.push(term(f.assignees, &a.to_ascii_lowercase()));
+        }
+        if let Some(a) = &filter.author {
+            must.push(term(f.author, &a.to_ascii_lowercase()));
+        }
+        if let Some(p) = &filter.path_prefix {
+            let terms = self.terms_where(f.paths, p, |k| k.starts_with(p.as_str()), |_| true)?;
+            must.push(set_or_empty(terms));
+        }
+        if let Some(g) = &filter.files_glob {
+            let terms = self.terms_where(f.paths, "", |_| true, |k| g.is_match(k))?;
+            must.push(set_or_empty(terms));
+        }
+        if filter.since.is_some() || filter.until.is_some() {
+            let bound = |t: Option<chrono::DateTime<chrono::Utc>>, incl: bool| match t {
+                None => Bound::Unbounded,
+                Some(t) => {
+                    let term = Term::from_field_date(f.updated_at, micros(t));
+                    if incl { Bound::Included(term) } else { Bound::Excluded(term) }
+                }
+            };
+            must.push(Box::new(RangeQuery::new(
+                bound(filter.since, true),
+                bound(filter.until, false),
+            )));
+        }
+        let query: Box<dyn Query> = if must.len() == 1 {
+            must.pop().expect("one clause")
+        } else {
+            Box::new(BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect()))
+        };
+        Ok(Some(CompiledFilter { query }))
+    }
+
+    /// Calls `each` with every doc `query` matches, in doc order.
+    fn for_each_match(
+        &self,
+        query: &dyn Query,
+        each: &mut dyn FnMut(&[DocId]),
+    ) -> Result<(), FormatError> {
+        let Some(seg) = self.segment() else { return Ok(()) };
+        let weight = query
+            .weight(EnableScoring::disabled_from_searcher(&self.searcher))
+            .map_err(self.tv())?;
+        weight.for_each_no_score(seg, each).map_err(self.tv())
+    }
+
+    /// The docs `filter` accepts, as a bitset over ordinals (for the vector search).
+    pub fn filter_bits(&self, filter: &CompiledFilter) -> Result<DocBits, FormatError> {
+        let max = self.segment().map_or(0, |s| s.max_doc()) as usize;
+        let mut bits = DocBits { words: vec![0; max.div_ceil(64)], count: 0 };
+        self.for_each_match(filter.query.as_ref(), &mut |docs| {
+            for &d in docs {
+                bits.words[(d / 64) as usize] |= 1 << (d % 64);
+            }
+            bits.count += docs.len() as u32;
+        })?;
+        Ok(bits)
+    }
+
+    /// Whether `filter` accepts any doc of this index.
+    pub fn any_match(&self, filter: &CompiledFilter) -> Result<bool, FormatError> {
+        let Some(seg) = self.segment() else { return Ok(false) };
+        let weight = filter
+            .query
+            .weight(EnableScoring::disabled_from_searcher(&self.searcher))
+            .map_err(self.tv())?;
+        let scorer = weight.scorer(seg, 1.0).map_err(self.tv())?;
+        Ok(scorer.doc() != TERMINATED)
+    }
+
+    /// The names of the set filters that, each on its own, accept no doc of this index.
+    pub fn unmatched(&self, filter: &RowFilter) -> Result<Vec<&'static str>, FormatError> {
+        let mut out = Vec::new();
+        for name in filter.set_names() {
+            let alone = self.compile(&filter.only(name))?;
+            if !alone.map(|c| self.any_match(&c)).transpose()?.unwrap_or(true) {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The doc of the row with this id.
+    pub fn doc_of_id(&self, id: &str) -> Result<Option<u32>, FormatError> {
+        let Some(seg) = self.segment() else { return Ok(None) };
+        let inv = seg.inverted_index(self.f.id).map_err(self.tv())?;
+        let term = Term::from_field_text(self.f.id, id);
+        let Some(info) = inv.get_term_info(&term).map_err(self.io())? else { return Ok(None) };
+        let postings =
+            inv.read_postings_from_terminfo(&info, IndexRecordOption::Basic).map_err(self.io())?;
+        let doc = postings.doc();
+        Ok((doc != TERMINATED).then_some(doc))
+    }
+
+    /// The stored row of `doc`, without its embedding.
+    pub fn row(&self, doc: u32) -> Result<Row, FormatError> {
+        let d: TantivyDocument = self.searcher.doc(DocAddress::new(0, doc)).map_err(self.tv())?;
+        let bytes = d.get_first(self.f.row).and_then(|v| v.as_bytes()).ok_or_else(|| {
+            FormatError::Schema {
+                what: self.path.display().to_string(),
+                detail: format!("doc {doc} has no stored row"),
+            }
+        })?;
+        serde_json::from_slice(bytes)
+            .map_err(|e| FormatError::json(format!("{} doc {doc}", self.path.display()), e))
+    }
+
+    /// Every stored row, in ordinal order (for tools and tests: a request reads only its own
+    /// rows).
+    pub fn rows(&self) -> Result<Vec<Row>, FormatError> {
+        let max = self.segment().map_or(0, |s| s.max_doc());
+        (0..max).map(|d| self.row(d)).collect()
+    }
+
+    fn columns(&self) -> Result<&Columns, FormatError> {
+        self.columns.as_ref().ok_or_else(|| FormatError::Schema {
+            what: self.path.display().to_string(),
+            detail: "the index is empty".into(),
+        })
+    }
+
+    /// The id of the row at `doc`, from the `id` column.
+    pub fn id_of(&self, doc: u32) -> Result<String, FormatError> {
+        let c = self.columns()?;
+        str_of(&c.id, doc).map_err(self.io())
+    }
+
+    /// A key equal for rows of the same repository and entity in this index.
+    pub fn entity_key(&self, doc: u32) -> Result<(u64, u64), FormatError> {
+        let c = self.columns()?;
+        let ord = |col: &StrColumn| col.term_ords(doc).next().unwrap_or(u64::MAX);
+        Ok((ord(&c.repo), ord(&c.entity)))
+    }
+
+    /// The rows whose `updated_at` (or `created_at`) lies in [since, until), that `filter`
+    /// accepts and that sort before `after` (time, id), newest first; ties on time broken by
+    /// id, descending. At most `limit`.
+    pub fn scan(
+        &self,
+        filter: Option<&CompiledFilter>,
+        created: bool,
+        since: chrono::DateTime<chrono::Utc>,
+        until: chrono::DateTime<chrono::Utc>,
+        after: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<ScanHit>, FormatError> {
+        let Some(c) = &self.columns else { return Ok(Vec::new()) };
+        let (field, col) =
+            if created { (self.f.created_at, &c.created) } else { (self.f.updated_at, &c.updated) };
+        let mut upper = until.timestamp_micros();
+        if let Some((t, _)) = after {
+            // Rows at the cursor's own time may still come after it (by id): keep them.
+            upper = upper.min(t.saturating_add(1));
+        }
+        let range = RangeQuery::new(
+            Bound::Included(Term::from_field_date(field, micros(since))),
+            Bound::Excluded(Term::from_field_date(field, DateTime::from_timestamp_micros(upper))),
+        );
+        let query: Box<dyn Query> = match filter {
+            None => Box::new(range),
+            Some(f) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, Box::new(range) as Box<dyn Query>),
+                (Occur::Must, f.query.box_clone()),
+            ])),
+        };
+        // A min-heap of the best `limit` (time, id ordinal, doc) seen so far.
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(i64, u64, u32)>> =
+            std::collections::BinaryHeap::new();
+        let mut failed = None;
+        let mut id = String::new();
+        self.for_each_match(query.as_ref(), &mut |docs| {
+            for &d in docs {
+                let Some(t) = col.first(d).map(|t| t.into_timestamp_micros()) else { continue };
+                let id_ord = c.id.term_ords(d).next().unwrap_or(0);
+                if let Some((at, aid)) = after
+                    && t == at
+                {
+                    match c.id.ord_to_str(id_ord, &mut id) {
+                        Ok(_) if id.as_str() >= aid => continue,
+                        Ok(_) => {}
+                        Err(e) => {
+                            failed = Some(e);
+                            continue;
+                        }
+                    }
+                }
+                heap.push(std::cmp::Reverse((t, id_ord, d)));
+                if heap.len() > limit {
+                    heap.pop();
+                }
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(FormatError::io(&self.path, e));
+        }
+        let mut hits: Vec<(i64, u64, u32)> = heap.into_iter().map(|r| r.0).collect();
+        hits.sort_by(|a, b| b.cmp(a));
+        hits.into_iter().map(|(t, _, d)| Ok((t, str_of(&c.id, d).map_err(self.io())?, d))).collect()
+    }
+
+    /// The newest `updated_at` of the index, in microseconds.
+    pub fn newest_update(&self) -> Option<i64> {
+        let c = self.columns.as_ref()?;
+        (c.updated.num_docs() > 0).then(|| c.updated.max_value().into_timestamp_micros())
+    }
+}
+
+fn str_of(col: &StrColumn, doc: u32) -> std::io::Result<String> {
+    let mut s = String::new();
+    if let Some(ord) = col.term_ords(doc).next() {
+        col.ord_to_str(ord, &mut s)?;
+    }
+    Ok(s)
+}
+
+fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
+    if terms.is_empty() { Box::new(EmptyQuery) } else { Box::new(TermSetQuery::new(terms)) }
+}

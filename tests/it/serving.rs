@@ -1,0 +1,245 @@
+//! The format-3 serving layout: filters compiled into the index accept exactly the rows the
+//! reference filter accepts; a merged segment serves the same rows as its members; a hot swap
+//! opens only the segments that changed, and a pinned snapshot shares the current one's.
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use globset::Glob;
+use hubdex_formats::{
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Segment,
+    Store, read_rows, upgrade_segment, write_segment,
+};
+use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
+use hubdex_tests::{make_code_repo, model_dir};
+use serde_json::json;
+
+use crate::fixture::{fixture, options, runtime, state};
+
+fn check(snap: &OpenSnapshot, name: &str, filter: &RowFilter) {
+    let mut any = false;
+    for seg in &snap.segments {
+        let rows = seg.text.rows().unwrap();
+        let want: Vec<usize> =
+            rows.iter().enumerate().filter(|(_, r)| filter.matches(r)).map(|(i, _)| i).collect();
+        let compiled = seg.text.compile(filter).unwrap().expect("a set filter compiles");
+        let bits = seg.text.filter_bits(&compiled).unwrap();
+        let got: Vec<usize> = (0..rows.len()).filter(|&i| bits.contains(i as u64)).collect();
+        assert_eq!(got, want, "{name}: the index and the reference disagree");
+        assert_eq!(bits.count() as usize, want.len(), "{name}");
+        any |= !want.is_empty();
+        let unmatched = seg.text.unmatched(filter).unwrap();
+        if !want.is_empty() {
+            assert!(unmatched.is_empty(), "{name}: {unmatched:?}");
+        }
+    }
+    let _ = any;
+}
+
+#[test]
+fn compiled_filters_accept_exactly_the_rows_the_reference_filter_accepts() {
+    let f = fixture();
+    runtime().block_on(async {
+        let st = state(&f.store).await;
+        let snap = st.current.load_full();
+        let rows = snap.segments[0].text.rows().unwrap();
+        let some_author = rows.iter().find_map(|r| r.author.clone()).unwrap();
+        let some_path = rows.iter().find_map(|r| r.path.clone()).unwrap();
+        let newest = rows.iter().filter_map(|r| r.updated_at).max().unwrap();
+        let glob = |g: &str| Some(Glob::new(g).unwrap().compile_matcher());
+        let cases: Vec<(&str, RowFilter)> = vec![
+            ("type commit", RowFilter { types: vec![RowType::Commit], ..Default::default() }),
+            (
+                "types doc+code",
+                RowFilter { types: vec![RowType::Doc, RowType::Code], ..Default::default() },
+            ),
+            ("repo", RowFilter { repo: Some(rows[0].repo.clone()), ..Default::default() }),
+            (
+                "author upper",
+                RowFilter { author: Some(some_author.to_uppercase()), ..Default::default() },
+            ),
+            (
+                "path_prefix src/",
+                RowFilter { path_prefix: Some("src/".into()), ..Default::default() },
+            ),
+            (
+                "path_prefix exact path",
+                RowFilter { path_prefix: Some(some_path.clone()), ..Default::default() },
+            ),
+            ("files_glob *.md", RowFilter { files_glob: glob("**/*.md"), ..Default::default() }),
+            ("files_glob *.rs", RowFilter { files_glob: glob("*.rs"), ..Default::default() }),
+            (
+                "since 30 days",
+                RowFilter { since: Some(newest - Duration::days(30)), ..Default::default() },
+            ),
+            ("until newest", RowFilter { until: Some(newest), ..Default::default() }),
+            (
+                "type + window",
+                RowFilter {
+                    types: vec![RowType::Commit],
+                    since: Some(newest - Duration::days(400)),
+                    until: Some(newest),
+                    ..Default::default()
+                },
+            ),
+            ("no such label", RowFilter { labels: vec!["nope".into()], ..Default::default() }),
+        ];
+        for (name, filter) in &cases {
+            check(&snap, name, filter);
+        }
+        let none = RowFilter { labels: vec!["nope".into()], ..Default::default() };
+        assert_eq!(snap.segments[0].text.unmatched(&none).unwrap(), ["labels"]);
+    });
+}
+
+/// Writes one segment per repository from `rows` (their repo and ids rewritten) and publishes
+/// a snapshot of them, unmerged.
+async fn publish(
+    store: &Store,
+    parts: &[(&str, &[Row])],
+    model: &Manifest,
+    parent: Option<&str>,
+) -> String {
+    let work = tempfile::tempdir().unwrap();
+    let mut entries = Vec::new();
+    for (repo, rows) in parts {
+        let mut rows: Vec<Row> = rows
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.id = hubdex_formats::row_id(r.kind(), repo, &r.id, 0);
+                r.repo = repo.to_string();
+                r
+            })
+            .collect();
+        let dir = work.path().join(repo.replace('/', "_"));
+        write_segment(&dir, repo, &mut rows, &mut [], &model.model).unwrap();
+        entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+    }
+    let n = store.snapshots().await.unwrap().len();
+    let id = format!("20300101T0000{n:02}Z-serving{n}");
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        snapshot: id.clone(),
+        created_at: Utc::now(),
+        parent: parent.map(str::to_string),
+        model: model.model.clone(),
+        build: BuildStats::default(),
+        segments: entries,
+        merged: Vec::new(),
+    };
+    store.publish(&manifest, false).await.unwrap();
+    id
+}
+
+#[test]
+fn a_hot_swap_opens_only_the_changed_segment_and_a_pinned_snapshot_shares_the_rest() {
+    let f = fixture();
+    runtime().block_on(async {
+        let src = Store::open(&f.store.display().to_string()).unwrap();
+        let m = src.latest_manifest().await.unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
+        let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+        let (a, b) = rows.split_at(rows.len() / 2);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("store").display().to_string()).unwrap();
+        let first = publish(&store, &[("o/a", a), ("o/b", b)], &m, None).await;
+        let snap = open_snapshot(&store, &tmp.path().join("cache"), None).await.unwrap();
+        let embedder = Embedder::load(&model_dir(), Device::Cpu).unwrap();
+        let st = AppState::new(store, tmp.path().join("cache"), snap, Arc::new(embedder));
+        assert_eq!(st.open.opened(), 2);
+
+        // o/b changes; o/a does not.
+        let second = publish(&st.store, &[("o/a", a), ("o/b", &b[1..])], &m, Some(&first)).await;
+        assert_eq!(st.refresh().await, second);
+        assert_eq!(st.open.opened(), 3, "only the changed segment was opened");
+        assert!(st.metrics_text().contains("hubdex_segments_opened 3"), "{}", st.metrics_text());
+
+        let current = st.current.load_full();
+        let pinned = st.snapshot(Some(&first)).await.unwrap();
+        // Its own o/b is still among the recently used; o/a it shares with the current one.
+        assert_eq!(st.open.opened(), 3, "pinning the first snapshot reopened nothing");
+        let a_now = current.segment_of_repo("o/a").unwrap();
+        let a_then = pinned.segment_of_repo("o/a").unwrap();
+        assert!(Arc::ptr_eq(a_now, a_then), "one open copy of o/a serves both snapshots");
+        let b_now = current.segment_of_repo("o/b").unwrap();
+        let b_then = pinned.segment_of_repo("o/b").unwrap();
+        assert!(!Arc::ptr_eq(b_now, b_then));
+    });
+}
+
+#[test]
+fn a_merged_segment_serves_the_same_rows_as_its_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("shop"), dir.path().join("widgets"));
+    make_code_repo(&one);
+    hubdex_tests::make_repo(&two);
+    let store_dir = dir.path().join("store");
+    let mut opts = options(&store_dir, &one);
+    opts.sources.push(two.clone());
+    runtime().block_on(async {
+        hubdex_indexer::build(&opts).await.unwrap();
+        let store = Store::open(&store_dir.display().to_string()).unwrap();
+        let m = store.latest_manifest().await.unwrap();
+        assert_eq!(m.segments.len(), 2);
+        assert_eq!(m.merged.len(), 1, "two small repositories are served merged");
+        assert_eq!(m.merged[0].members.len(), 2);
+
+        let cache = dir.path().join("cache");
+        let merged = open_snapshot(&store, &cache, None).await.unwrap();
+        assert_eq!(merged.segments.len(), 1);
+        // The same snapshot served by its members, as a format-2 server would.
+        let mut members = Vec::new();
+        for s in &m.segments {
+            let d = store.fetch_segment(s, &cache).await.unwrap();
+            members.push(Arc::new(Segment::open(&d).unwrap()));
+        }
+        let unmerged = OpenSnapshot::new(Manifest { merged: Vec::new(), ..m.clone() }, members);
+
+        for s in &m.segments {
+            let by_repo = RowFilter { repo: Some(s.repo.clone()), ..Default::default() };
+            let ids = |snap: &OpenSnapshot| {
+                let mut ids: Vec<String> = Vec::new();
+                for seg in &snap.segments {
+                    let Some(c) = seg.text.compile(&by_repo).unwrap() else { continue };
+                    let bits = seg.text.filter_bits(&c).unwrap();
+                    for (i, r) in seg.text.rows().unwrap().into_iter().enumerate() {
+                        if bits.contains(i as u64) {
+                            ids.push(r.id);
+                        }
+                    }
+                }
+                ids.sort();
+                ids
+            };
+            let want = ids(&unmerged);
+            assert_eq!(want.len() as u64, s.rows);
+            assert_eq!(ids(&merged), want, "{}: same rows by repo filter", s.repo);
+            // Time-ordered answers carry no score: they must be identical.
+            let args = json!({"repo": s.repo, "since": "2000-01-01", "limit": 200});
+            let req = hubdex_server::ScanRequest::from_args(args.as_object().unwrap()).unwrap();
+            let a = hubdex_server::scan(&merged, &req).unwrap();
+            let b = hubdex_server::scan(&unmerged, &req).unwrap();
+            let ids_of = |x: &hubdex_server::ScanAnswer| {
+                x.results.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+            };
+            assert_eq!(ids_of(&a), ids_of(&b), "{}: scan", s.repo);
+            // Every row reads back the same, and read_span finds the repository's files.
+            let sample: Vec<String> = want.iter().take(20).cloned().collect();
+            let fa = hubdex_server::fetch(&merged, &sample).unwrap();
+            let fb = hubdex_server::fetch(&unmerged, &sample).unwrap();
+            assert_eq!(
+                serde_json::to_value(&fa.results).unwrap(),
+                serde_json::to_value(&fb.results).unwrap()
+            );
+            assert!(fa.not_found.is_empty());
+        }
+        // A format-2 style open of an old segment: the upgrade keeps every row.
+        let d = store.fetch_segment(&m.segments[0], &cache).await.unwrap();
+        let up = dir.path().join("up");
+        upgrade_segment(&d, &up).unwrap();
+        assert_eq!(Segment::open(&up).unwrap().text.num_docs(), m.segments[0].rows);
+    });
+}
