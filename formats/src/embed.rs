@@ -138,6 +138,13 @@ impl Embedder {
             builder = builder
                 .with_intra_threads((cores / pool).max(1))
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            if pool > 1 {
+                // Sessions that share the cores with each other (and with search) must not
+                // spin between runs: a spinning pool steals the core another query needs.
+                builder = builder
+                    .with_intra_op_spinning(false)
+                    .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            }
             sessions.push(Mutex::new(builder.commit_from_memory(&model_bytes).map_err(ort_err)?));
         }
         let session =

@@ -35,6 +35,10 @@ struct Cli {
     /// `rerank: true`; without one, rerank is not applied and answers say so.
     #[arg(long = "rerank-model", global = true, env = "HUBDEX_RERANK_MODEL")]
     rerank_model: Option<PathBuf>,
+    /// Query-embedding sessions (each runs one query at a time and holds its own copy of the
+    /// model, about 150 MiB): default one per four cores, at least one.
+    #[arg(long = "embed-sessions", global = true, env = "HUBDEX_EMBED_SESSIONS")]
+    embed_sessions: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -156,7 +160,8 @@ async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
     let model = cli.model.clone().unwrap_or_else(default_model);
     let dir =
         hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
-    let sessions = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let sessions = cli.embed_sessions.unwrap_or(cores / 4).max(1);
     let embedder =
         tokio::task::spawn_blocking(move || Embedder::load_pooled(&dir, Device::Cpu, sessions))
             .await??;

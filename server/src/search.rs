@@ -328,12 +328,21 @@ pub fn search_with_vector(
             (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
-    // Ties break on row id so the same snapshot always gives the same order; ids come from the
-    // mapped id column, not from the stored rows.
-    let mut ranked: Vec<(Key, Candidate, String)> = Vec::with_capacity(cands.len());
-    for (key, c) in cands {
-        let id = snap.segments[key.0].text.id_of(key.1).map_err(index_error)?;
-        ranked.push((key, c, id));
+    // Ties break on row id so the same snapshot always gives the same order. Ids come from the
+    // mapped id column, and only for candidates whose score another one shares.
+    let mut ranked: Vec<(Key, Candidate, String)> =
+        cands.into_iter().map(|(key, c)| (key, c, String::new())).collect();
+    ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused));
+    let tied: Vec<bool> = (0..ranked.len())
+        .map(|i| {
+            let f = ranked[i].1.fused;
+            (i > 0 && ranked[i - 1].1.fused == f) || ranked.get(i + 1).is_some_and(|n| n.1.fused == f)
+        })
+        .collect();
+    for (entry, tied) in ranked.iter_mut().zip(tied) {
+        if tied {
+            entry.2 = snap.segments[entry.0.0].text.id_of(entry.0.1).map_err(index_error)?;
+        }
     }
     let by_fused = |a: &(Key, Candidate, String), b: &(Key, Candidate, String)| {
         b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
