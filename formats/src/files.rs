@@ -124,7 +124,7 @@ pub(crate) fn write_file_store<'a>(
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let (schema, [key, sha, lang, content]) = store_schema();
     let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv)?;
-    let mut writer = index
+    let writer = index
         .writer_with_num_threads::<tantivy::TantivyDocument>(1, 32 * 1024 * 1024)
         .map_err(tv)?;
     for (repo, f) in files {
@@ -137,14 +137,7 @@ pub(crate) fn write_file_store<'a>(
         doc.add_text(content, &f.content);
         writer.add_document(doc).map_err(tv)?;
     }
-    writer.commit().map_err(tv)?;
-    let ids = index.searchable_segment_ids().map_err(tv)?;
-    if ids.len() > 1 {
-        writer.merge(&ids).wait().map_err(tv)?;
-    }
-    writer.garbage_collect_files().wait().map_err(tv)?;
-    writer.wait_merging_threads().map_err(tv)?;
-    Ok(())
+    crate::serving::commit_as_one_segment(&index, writer, dir)
 }
 
 /// A read-only, memory-mapped file store.
@@ -168,13 +161,8 @@ impl FileStore {
         let schema = index.schema();
         let field = |n: &str| schema.get_field(n).map_err(tv);
         let fields = [field("key")?, field("commit_sha")?, field("language")?, field("content")?];
-        let reader = index
-            .reader_builder()
-            .reload_policy(tantivy::ReloadPolicy::Manual)
-            .doc_store_cache_num_blocks(2)
-            .try_into()
-            .map_err(tv)?;
-        Ok(FileStore { searcher: reader.searcher(), fields, path: dir.to_path_buf() })
+        let (_reader, searcher) = crate::serving::open_searcher(&index, dir, 2)?;
+        Ok(FileStore { searcher, fields, path: dir.to_path_buf() })
     }
 
     /// How many files the store holds.
@@ -189,21 +177,14 @@ impl FileStore {
 
     /// The text of `path` in `repo`, if the store holds it.
     pub fn get(&self, repo: &str, path: &str) -> Result<Option<FileText>, FormatError> {
-        use tantivy::schema::{IndexRecordOption, Value};
-        use tantivy::{DocSet, TERMINATED};
+        use tantivy::schema::Value;
         let tv = |source| FormatError::Tantivy { path: self.path.clone(), source };
-        let io = |e| FormatError::io(&self.path, e);
         let [key, sha, lang, content] = self.fields;
         let term = tantivy::Term::from_field_text(key, &file_key(repo, path));
         for (ord, seg) in self.searcher.segment_readers().iter().enumerate() {
-            let inv = seg.inverted_index(key).map_err(tv)?;
-            let Some(info) = inv.get_term_info(&term).map_err(io)? else { continue };
-            let postings =
-                inv.read_postings_from_terminfo(&info, IndexRecordOption::Basic).map_err(io)?;
-            let doc = postings.doc();
-            if doc == TERMINATED {
+            let Some(doc) = crate::serving::doc_of_term(seg, &term, &self.path)? else {
                 continue;
-            }
+            };
             let d: tantivy::TantivyDocument =
                 self.searcher.doc(tantivy::DocAddress::new(ord as u32, doc)).map_err(tv)?;
             let text = |f| d.get_first(f).and_then(|v| v.as_str()).map(str::to_string);

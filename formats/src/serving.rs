@@ -173,6 +173,56 @@ fn micros(t: chrono::DateTime<chrono::Utc>) -> DateTime {
     DateTime::from_timestamp_micros(t.timestamp_micros())
 }
 
+/// Commits `writer`, merges what it wrote into one tantivy segment and removes the files the
+/// merge left behind.
+pub(crate) fn commit_as_one_segment<D: tantivy::Document>(
+    index: &Index,
+    mut writer: tantivy::IndexWriter<D>,
+    dir: &Path,
+) -> Result<(), FormatError> {
+    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+    writer.commit().map_err(tv)?;
+    let ids = index.searchable_segment_ids().map_err(tv)?;
+    if ids.len() > 1 {
+        writer.merge(&ids).wait().map_err(tv)?;
+    }
+    writer.garbage_collect_files().wait().map_err(tv)?;
+    writer.wait_merging_threads().map_err(tv)
+}
+
+/// A searcher over the index in `dir` that never reloads, keeping `cache_blocks` decompressed
+/// doc-store blocks.
+pub(crate) fn open_searcher(
+    index: &Index,
+    dir: &Path,
+    cache_blocks: usize,
+) -> Result<(IndexReader, Searcher), FormatError> {
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .doc_store_cache_num_blocks(cache_blocks)
+        .try_into()
+        .map_err(|source| FormatError::Tantivy { path: dir.to_path_buf(), source })?;
+    let searcher = reader.searcher();
+    Ok((reader, searcher))
+}
+
+/// The first doc holding `term` in one tantivy segment, by the term dictionary and postings.
+pub(crate) fn doc_of_term(
+    seg: &SegmentReader,
+    term: &Term,
+    path: &Path,
+) -> Result<Option<DocId>, FormatError> {
+    let inv = seg
+        .inverted_index(term.field())
+        .map_err(|source| FormatError::Tantivy { path: path.to_path_buf(), source })?;
+    let io = |e| FormatError::io(path, e);
+    let Some(info) = inv.get_term_info(term).map_err(io)? else { return Ok(None) };
+    let postings = inv.read_postings_from_terminfo(&info, IndexRecordOption::Basic).map_err(io)?;
+    let doc = postings.doc();
+    Ok((doc != TERMINATED).then_some(doc))
+}
+
 /// Writes the serving index of `rows` (ordinal = position) into `dir`.
 pub(crate) fn write_serving_index<'a>(
     dir: &Path,
@@ -189,7 +239,7 @@ pub(crate) fn write_serving_index<'a>(
     let index =
         Index::builder().schema(schema).settings(settings).create_in_dir(dir).map_err(tv)?;
     register_analyzers(&index);
-    let mut writer =
+    let writer =
         index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
     writer.set_merge_policy(Box::new(NoMergePolicy));
     let mut n = 0u64;
@@ -244,13 +294,7 @@ pub(crate) fn write_serving_index<'a>(
         writer.add_document(doc).map_err(tv)?;
         n += 1;
     }
-    writer.commit().map_err(tv)?;
-    let ids = index.searchable_segment_ids().map_err(tv)?;
-    if ids.len() > 1 {
-        writer.merge(&ids).wait().map_err(tv)?;
-    }
-    writer.garbage_collect_files().wait().map_err(tv)?;
-    writer.wait_merging_threads().map_err(tv)?;
+    commit_as_one_segment(&index, writer, dir)?;
     // The doc id must be the ordinal: check it once here rather than trust it on every read.
     let reader = index.reader().map_err(tv)?;
     let searcher = reader.searcher();
@@ -340,13 +384,7 @@ impl ServingIndex {
             what: dir.display().to_string(),
             detail: format!("not a format-3 serving index: {e}"),
         })?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .doc_store_cache_num_blocks(DOC_STORE_CACHE_BLOCKS)
-            .try_into()
-            .map_err(tv)?;
-        let searcher = reader.searcher();
+        let (reader, searcher) = open_searcher(&index, dir, DOC_STORE_CACHE_BLOCKS)?;
         if searcher.segment_readers().len() > 1 {
             return Err(FormatError::Schema {
                 what: dir.display().to_string(),
@@ -584,13 +622,7 @@ impl ServingIndex {
     /// The doc of the row with this id.
     pub fn doc_of_id(&self, id: &str) -> Result<Option<u32>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(None) };
-        let inv = seg.inverted_index(self.f.id).map_err(self.tv())?;
-        let term = Term::from_field_text(self.f.id, id);
-        let Some(info) = inv.get_term_info(&term).map_err(self.io())? else { return Ok(None) };
-        let postings =
-            inv.read_postings_from_terminfo(&info, IndexRecordOption::Basic).map_err(self.io())?;
-        let doc = postings.doc();
-        Ok((doc != TERMINATED).then_some(doc))
+        doc_of_term(seg, &Term::from_field_text(self.f.id, id), &self.path)
     }
 
     /// The stored row of `doc`, without its embedding.

@@ -10,19 +10,7 @@ use crate::args::{Args, ToolError};
 use crate::snapshot::OpenSnapshot;
 
 /// Argument names every filtering tool takes.
-pub(crate) const FILTER_ARGS: &[&str] = &[
-    "repo",
-    "type",
-    "state",
-    "labels",
-    "milestone",
-    "assignee",
-    "author",
-    "path_prefix",
-    "files_glob",
-    "since",
-    "until",
-];
+pub(crate) const FILTER_ARGS: &[&str] = &hubdex_formats::FILTER_NAMES;
 
 /// The states `state` accepts.
 pub(crate) const STATES: [&str; 4] = ["open", "closed", "merged", "all"];

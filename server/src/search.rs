@@ -336,7 +336,8 @@ pub fn search_with_vector(
     let tied: Vec<bool> = (0..ranked.len())
         .map(|i| {
             let f = ranked[i].1.fused;
-            (i > 0 && ranked[i - 1].1.fused == f) || ranked.get(i + 1).is_some_and(|n| n.1.fused == f)
+            (i > 0 && ranked[i - 1].1.fused == f)
+                || ranked.get(i + 1).is_some_and(|n| n.1.fused == f)
         })
         .collect();
     for (entry, tied) in ranked.iter_mut().zip(tied) {
