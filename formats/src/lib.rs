@@ -50,8 +50,8 @@ pub use manifest::{
     READABLE_VERSIONS, SegmentMeta, snapshot_id,
 };
 pub use merge::{
-    MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, merged_id, plan_merges,
-    write_merged_segment,
+    MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
+    MERGED_TIER2_TARGET_ROWS, merged_id, plan_merges, write_merged_segment,
 };
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};

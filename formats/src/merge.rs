@@ -1,14 +1,16 @@
 //! Merged segments: small build segments served together, so a query's cost follows the number
 //! of serving units, not the number of repositories.
 //!
-//! The policy has two tiers. A build segment of at least [`MERGE_BELOW_ROWS`] rows is served as
-//! it is. The smaller ones, in repository order, are cut into groups by content-defined
-//! boundaries: after each repository a boundary falls with probability `rows / TARGET` (decided
-//! by a hash of the repository name, not by chance), and always before a group would pass
-//! [`MERGED_MAX_ROWS`]. So groups average [`MERGED_TARGET_ROWS`] rows, and a change to one
-//! repository moves at most the boundaries next to it: it rewrites its own group and leaves the
-//! others' ids, and so their files, as they were (as Lucene's tiered merge policy and Quickwit's
-//! split merging bound the cost of a change).
+//! The policy has two tiers of like-sized segments. Build segments under [`MERGE_BELOW_ROWS`]
+//! rows form the first tier, larger ones (under [`MERGED_TIER2_MAX_ROWS`]) the second; a larger
+//! segment still is served as it is. Each tier, in repository order, is cut into groups by
+//! content-defined boundaries: after each repository a boundary falls with probability
+//! `rows / target` (decided by a hash of the repository name, not by chance), and always before
+//! a group would pass the tier's maximum. So groups average the tier's target, and a change to
+//! one repository moves at most the boundaries next to it: it rewrites its own group and leaves
+//! the others' ids, and so their files, as they were (as Lucene's tiered merge policy and
+//! Quickwit's split merging bound the cost of a change). A small repository's change rewrites a
+//! unit of about 64k rows, a large one's a unit of about 256k.
 
 use std::path::{Path, PathBuf};
 
@@ -20,38 +22,42 @@ use crate::rows::read_rows;
 use crate::segment::{IndexInputs, ROWS_PARQUET, finish_meta, read_segment_meta, write_indexes};
 use crate::serving::Analyzers;
 
-/// Build segments with fewer rows than this are served merged.
+/// Build segments with fewer rows than this are merged in the first tier.
 pub const MERGE_BELOW_ROWS: u64 = 32_768;
-/// The average size of a merged segment.
+/// The average size of a first-tier merged segment.
 pub const MERGED_TARGET_ROWS: u64 = 65_536;
-/// No merged segment holds more rows than this.
+/// No first-tier merged segment holds more rows than this.
 pub const MERGED_MAX_ROWS: u64 = 131_072;
+/// The average size of a second-tier merged segment (build segments of at least
+/// [`MERGE_BELOW_ROWS`] rows, merged so that a query visits a few large units).
+pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
+/// No second-tier merged segment holds more rows than this; a build segment this large is
+/// served alone.
+pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 
 /// Whether a boundary falls after a repository of `rows` rows: true with probability
-/// `rows / MERGED_TARGET_ROWS`, decided by the repository's name.
-fn boundary_after(repo: &str, rows: u64) -> bool {
+/// `rows / target`, decided by the repository's name.
+fn boundary_after(repo: &str, rows: u64, target: u64) -> bool {
     let h = sha256_hex(repo.as_bytes());
     let x = u64::from_str_radix(&h[..12], 16).unwrap_or(0) % (1 << 48);
-    (x as u128) * (MERGED_TARGET_ROWS as u128) < (rows as u128) << 48
+    (x as u128) * (target as u128) < (rows as u128) << 48
 }
 
-/// Groups the build segments to merge: only groups of two or more; a segment in no group is
-/// served as it is. `segments` may come in any order.
-pub fn plan_merges(segments: &[ManifestSegment]) -> Vec<Vec<ManifestSegment>> {
-    let mut small: Vec<&ManifestSegment> =
-        segments.iter().filter(|s| s.members.is_empty() && s.rows < MERGE_BELOW_ROWS).collect();
-    small.sort_by(|a, b| a.repo.cmp(&b.repo).then(a.id.cmp(&b.id)));
+/// Cuts `tier` (in repository order) into content-defined groups of about `target` rows, none
+/// over `max`.
+fn cut(mut tier: Vec<&ManifestSegment>, target: u64, max: u64) -> Vec<Vec<ManifestSegment>> {
+    tier.sort_by(|a, b| a.repo.cmp(&b.repo).then(a.id.cmp(&b.id)));
     let mut groups: Vec<Vec<ManifestSegment>> = Vec::new();
     let mut group: Vec<ManifestSegment> = Vec::new();
     let mut rows = 0u64;
-    for s in small {
-        if !group.is_empty() && rows + s.rows > MERGED_MAX_ROWS {
+    for s in tier {
+        if !group.is_empty() && rows + s.rows > max {
             groups.push(std::mem::take(&mut group));
             rows = 0;
         }
         group.push(s.clone());
         rows += s.rows;
-        if boundary_after(&s.repo, s.rows) {
+        if boundary_after(&s.repo, s.rows, target) {
             groups.push(std::mem::take(&mut group));
             rows = 0;
         }
@@ -60,6 +66,25 @@ pub fn plan_merges(segments: &[ManifestSegment]) -> Vec<Vec<ManifestSegment>> {
         groups.push(group);
     }
     groups.retain(|g| g.len() > 1);
+    groups
+}
+
+/// Groups the build segments to merge: only groups of two or more; a segment in no group is
+/// served as it is. Two tiers, as a tiered merge policy keeps segments of like sizes together:
+/// segments under [`MERGE_BELOW_ROWS`] rows merge into units of about [`MERGED_TARGET_ROWS`];
+/// larger ones (up to [`MERGED_TIER2_MAX_ROWS`]) into units of about
+/// [`MERGED_TIER2_TARGET_ROWS`]. `segments` may come in any order.
+pub fn plan_merges(segments: &[ManifestSegment]) -> Vec<Vec<ManifestSegment>> {
+    let build: Vec<&ManifestSegment> = segments.iter().filter(|s| s.members.is_empty()).collect();
+    let small: Vec<&ManifestSegment> =
+        build.iter().copied().filter(|s| s.rows < MERGE_BELOW_ROWS).collect();
+    let large: Vec<&ManifestSegment> = build
+        .iter()
+        .copied()
+        .filter(|s| (MERGE_BELOW_ROWS..MERGED_TIER2_MAX_ROWS).contains(&s.rows))
+        .collect();
+    let mut groups = cut(small, MERGED_TARGET_ROWS, MERGED_MAX_ROWS);
+    groups.extend(cut(large, MERGED_TIER2_TARGET_ROWS, MERGED_TIER2_MAX_ROWS));
     groups
 }
 
@@ -122,6 +147,24 @@ mod tests {
             files: Vec::new(),
             members: Vec::new(),
         }
+    }
+
+    #[test]
+    fn large_segments_merge_in_their_own_tier_and_huge_ones_stay_alone() {
+        let mut all: Vec<ManifestSegment> =
+            (0..20).map(|i| seg(&format!("org/large{i:02}"), 50_000)).collect();
+        all.push(seg("org/huge", 600_000));
+        all.push(seg("org/tiny", 100));
+        let groups = plan_merges(&all);
+        assert!(
+            groups.iter().all(|g| g.iter().all(|s| s.repo != "org/huge" && s.repo != "org/tiny"))
+        );
+        for g in &groups {
+            assert!(g.iter().map(|s| s.rows).sum::<u64>() <= MERGED_TIER2_MAX_ROWS);
+        }
+        let merged: usize = groups.iter().map(Vec::len).sum();
+        let units = groups.len() + (20 - merged) + 2;
+        assert!(units <= 10, "{units} serving units for 20 large segments: {groups:?}");
     }
 
     #[test]
