@@ -730,12 +730,6 @@ impl ServingIndex {
         hits.sort_by(|a, b| b.cmp(a));
         hits.into_iter().map(|(t, _, d)| Ok((t, str_of(&c.id, d).map_err(self.io())?, d))).collect()
     }
-
-    /// The newest `updated_at` of the index, in microseconds.
-    pub fn newest_update(&self) -> Option<i64> {
-        let c = self.columns.as_ref()?;
-        (c.updated.num_docs() > 0).then(|| c.updated.max_value().into_timestamp_micros())
-    }
 }
 
 fn str_of(col: &StrColumn, doc: u32) -> std::io::Result<String> {
