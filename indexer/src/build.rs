@@ -313,6 +313,7 @@ pub(crate) async fn crawl_one(
             let mut seen = std::collections::HashSet::new();
             rows.reverse();
             rows.retain(|r| seen.insert(r.id.clone()));
+            crate::local::link_pull_requests(&mut rows);
             (rows, content.files, Some(api.cursor))
         }
     };

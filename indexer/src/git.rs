@@ -203,6 +203,31 @@ fn parse_record(raw: &[u8]) -> Option<Commit> {
     })
 }
 
+/// The gitattributes that give source files git's built-in diff drivers (hunk headers).
+const FUNCNAME_ATTRIBUTES: &str = "\
+*.rs diff=rust
+*.py diff=python
+*.go diff=golang
+*.java diff=java
+*.kt diff=kotlin
+*.c diff=cpp
+*.h diff=cpp
+*.cc diff=cpp
+*.cpp diff=cpp
+*.hpp diff=cpp
+*.cs diff=csharp
+*.rb diff=ruby
+*.php diff=php
+*.pl diff=perl
+*.sh diff=bash
+*.ex diff=elixir
+*.exs diff=elixir
+*.m diff=objc
+*.css diff=css
+*.html diff=html
+*.md diff=markdown
+";
+
 /// Streams every commit reachable from any branch or tag, newest first, to `each`.
 pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Result<(), GitError> {
     let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
@@ -216,7 +241,17 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
         "-p",
         format,
     ];
+    // git's built-in hunk-header rules per language, so a hunk names the function it is in
+    // (`@@ … @@ fn parse(`) rather than the last unindented line.
+    let attributes = tempfile::NamedTempFile::new()
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, FUNCNAME_ATTRIBUTES.as_bytes())?;
+            Ok(f)
+        })
+        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     let mut child = git(dir)
+        .arg("-c")
+        .arg(format!("core.attributesFile={}", attributes.path().display()))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -47,6 +47,10 @@ pub(crate) fn read_repo(
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     let mut commits = 0usize;
+    // Every commit's parents, subject and files, to say what a merge brought in; merges are
+    // written once the whole history is known (their branch is older, so streamed later).
+    let mut graph: HashMap<String, (Vec<String>, String, Vec<String>)> = HashMap::new();
+    let mut merges: Vec<(usize, Commit)> = Vec::new();
     git::for_each_commit(dir, |c| {
         for f in &c.files {
             if let Some(t) = c.committed_at {
@@ -54,7 +58,14 @@ pub(crate) fn read_repo(
             }
         }
         if rules.wants(RowType::Commit) {
-            rows.push(commit_row(repo, web, &c));
+            if c.parents.len() > 1 {
+                merges.push((rows.len(), c.clone()));
+                rows.push(Row::new(RowType::Commit, repo, "placeholder", 0));
+            } else {
+                rows.push(commit_row(repo, web, &c, &Merged::default()));
+            }
+            let subject = clean_message(&c.message).title;
+            graph.insert(c.sha.clone(), (c.parents.clone(), subject, c.files.clone()));
         }
         if rules.wants(RowType::Diff) {
             rows.extend(diff_rows(repo, web, &c));
@@ -64,6 +75,12 @@ pub(crate) fn read_repo(
             progress(&format!("{commits} commits"));
         }
     })?;
+    if !merges.is_empty() {
+        let mainline = first_parents(&graph, git::head(dir)?.as_deref(), usize::MAX);
+        for (at, c) in merges {
+            rows[at] = commit_row(repo, web, &c, &merged_by(&graph, &mainline, &c));
+        }
+    }
     let history = rows.len();
     let mut content = RepoContent { rows, files: Vec::new() };
     let Some(tree) = head_tree(dir)? else { return Ok(content) };
@@ -227,49 +244,296 @@ pub fn cut_diff(diff: &str) -> String {
     out
 }
 
-/// The row of one commit.
-pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit) -> Row {
+/// What a merge brought in: the subjects and files of the commits on the merged branch (its
+/// second parent's first-parent chain back to the mainline), at most [`MERGED_MAX`] of them.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Merged {
+    pub subjects: Vec<String>,
+    pub files: Vec<String>,
+}
+
+/// Commits of a merged branch a merge row lists.
+const MERGED_MAX: usize = 30;
+
+/// Function names a commit row lists (from its hunk headers).
+const SYMBOLS_MAX: usize = 30;
+
+/// What a commit message says about the change, apart from what every commit says: the title
+/// (a merged pull request's own title rather than "Merge pull request #N from …") and the
+/// description without trailers (`Signed-off-by:`, `Co-authored-by:`, `Change-Id:` …) and
+/// without `git revert`'s "This reverts commit <sha>." line. `extra` holds what the title
+/// replaced (the merge subject, whose branch name is still worth matching).
+#[derive(Debug, PartialEq)]
+pub(crate) struct Message {
+    pub title: String,
+    pub description: String,
+    pub extra: Option<String>,
+}
+
+/// Splits and cleans a commit message (see [`Message`]).
+pub(crate) fn clean_message(message: &str) -> Message {
+    let mut lines = message.lines();
+    let subject = lines.next().unwrap_or("").trim().to_string();
+    let mut body: Vec<&str> = lines.collect();
+    // Trailers: the last paragraph when every line of it is one, and sign-offs anywhere.
+    while body.last().is_some_and(|l| l.trim().is_empty()) {
+        body.pop();
+    }
+    let last_para = body.iter().rposition(|l| l.trim().is_empty()).map_or(0, |i| i + 1);
+    if last_para < body.len() && body[last_para..].iter().all(|l| is_trailer(l)) {
+        body.truncate(last_para);
+    }
+    body.retain(|l| {
+        let lower = l.trim_start().to_ascii_lowercase();
+        !(lower.starts_with("signed-off-by:")
+            || lower.starts_with("co-authored-by:")
+            || lower.starts_with("this reverts commit ")
+            || lower.starts_with("changes made to "))
+    });
+    let description = body.join("\n").trim().to_string();
+    // "Merge pull request #N from owner/branch" says nothing of the change; GitHub puts the
+    // pull request's title on the next line.
+    if subject.starts_with("Merge pull request #") {
+        let (first, rest) = match description.split_once('\n') {
+            Some((f, r)) => (f.trim().to_string(), r.trim().to_string()),
+            None => (description.clone(), String::new()),
+        };
+        if !first.is_empty() {
+            return Message { title: first, description: rest, extra: Some(subject) };
+        }
+    }
+    Message { title: subject, description, extra: None }
+}
+
+/// A `Key: value` trailer line (`Signed-off-by`, `Change-Id`, `Reviewed-on`, `Cc` …): a key of
+/// letters, digits and dashes with a dash in it (or `Cc`), then a value.
+fn is_trailer(line: &str) -> bool {
+    let Some((key, value)) = line.trim().split_once(": ") else { return false };
+    !value.trim().is_empty()
+        && key.len() <= 40
+        && key.starts_with(|c: char| c.is_ascii_alphabetic())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && (key.contains('-') || key.eq_ignore_ascii_case("cc"))
+}
+
+/// The functions, types and sections a diff's hunks touch, from their headers (`@@ -1,2 +1,3
+/// @@ fn parse(…)`): the name after a defining keyword, or the word before the first `(`;
+/// distinct, in order, at most [`SYMBOLS_MAX`].
+pub(crate) fn hunk_symbols(diff: &str) -> Vec<String> {
+    const DEFINING: [&str; 16] = [
+        "fn",
+        "def",
+        "func",
+        "function",
+        "class",
+        "struct",
+        "enum",
+        "trait",
+        "impl",
+        "interface",
+        "mod",
+        "module",
+        "type",
+        "sub",
+        "macro_rules!",
+        "object",
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for line in diff.lines().filter(|l| l.starts_with("@@")) {
+        let Some(context) = line[2..].split_once("@@").map(|(_, c)| c.trim()) else { continue };
+        let after_keyword = name_after_keyword(context, &DEFINING);
+        let before_paren = context
+            .split_once('(')
+            .and_then(|(head, _)| head.rsplit(|c: char| !is_word(c)).find(|w| !w.is_empty()));
+        let Some(name) = after_keyword.or(before_paren) else { continue };
+        let name = name.trim_end_matches('!');
+        if name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && !out.iter().any(|n| n == name)
+        {
+            out.push(name.to_string());
+            if out.len() == SYMBOLS_MAX {
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The word after the first of `keywords` in `context` (`fn parse(` → `parse`); a Go method's
+/// receiver (`func (w *W) Run(`) is skipped.
+fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str> {
+    let at = keywords
+        .iter()
+        .filter_map(|k| {
+            context.match_indices(k).find(|(i, _)| {
+                let before = context[..*i].chars().next_back();
+                let after = context[i + k.len()..].chars().next();
+                !before.is_some_and(is_word) && after == Some(' ')
+            })
+        })
+        .map(|(i, k)| i + k.len())
+        .min()?;
+    let mut rest = context[at..].trim_start();
+    if rest.starts_with('(') {
+        rest = rest.split_once(')')?.1.trim_start();
+    }
+    let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|w| !w.is_empty())
+}
+
+/// The first-parent chain from `from`, at most `max` commits (the mainline when `from` is HEAD).
+fn first_parents(
+    graph: &HashMap<String, (Vec<String>, String, Vec<String>)>,
+    from: Option<&str>,
+    max: usize,
+) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    let mut at = from.map(str::to_string);
+    while let Some(sha) = at {
+        if out.len() >= max || !out.insert(sha.clone()) {
+            break;
+        }
+        at = graph.get(&sha).and_then(|(parents, _, _)| parents.first().cloned());
+    }
+    out
+}
+
+/// What merge `c` brought in: its second parent's first-parent chain until it meets the
+/// mainline or the first parent (at most [`MERGED_MAX`] commits), oldest last.
+fn merged_by(
+    graph: &HashMap<String, (Vec<String>, String, Vec<String>)>,
+    mainline: &std::collections::HashSet<String>,
+    c: &Commit,
+) -> Merged {
+    let mut merged = Merged::default();
+    let mut at = c.parents.get(1).cloned();
+    while let Some(sha) = at {
+        if merged.subjects.len() == MERGED_MAX || mainline.contains(&sha) || c.parents[0] == sha {
+            break;
+        }
+        let Some((parents, subject, files)) = graph.get(&sha) else { break };
+        merged.subjects.push(subject.clone());
+        for f in files {
+            if !merged.files.contains(f) {
+                merged.files.push(f.clone());
+            }
+        }
+        at = parents.first().cloned();
+    }
+    merged
+}
+
+/// The row of one commit. `merged` is what a merge brought in (empty for other commits).
+pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Merged) -> Row {
     let mut row = Row::new(RowType::Commit, repo, &format!("commit/{}", c.sha), 0);
-    let subject = c.message.lines().next().unwrap_or("").trim().to_string();
-    row.title = Some(subject);
+    let message = clean_message(&c.message);
+    row.title = Some(message.title.clone());
     row.author = Some(format!("{} <{}>", c.author, c.author_email));
     row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
     row.created_at = c.authored_at;
     row.updated_at = c.committed_at;
     row.commit_sha = Some(c.sha.clone());
-    row.files_changed = c.files.clone();
+    row.files_changed = if c.files.is_empty() { merged.files.clone() } else { c.files.clone() };
     row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
     row.refs = find_refs(&c.message);
-    // The model sees the message and the files touched; BM25 also sees who and the diff.
-    let mut head = c.message.clone();
-    if !c.files.is_empty() {
-        head.push_str(&format!("\n\nFiles: {}", c.files.join(", ")));
+    // The model sees the title and what describes the change: the description and what a
+    // merge brought in; lists of files and functions, who, and the diff are for BM25 only
+    // (measured on the fd set: docs/quality.md).
+    let mut head = String::new();
+    let mut tail = String::new();
+    let section = |out: &mut String, text: &str| {
+        if !text.is_empty() {
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(text);
+        }
+    };
+    section(&mut head, &message.description);
+    section(&mut head, message.extra.as_deref().unwrap_or(""));
+    if !merged.subjects.is_empty() {
+        let list: Vec<String> = merged.subjects.iter().map(|s| format!("- {s}")).collect();
+        section(&mut head, &format!("Merged commits:\n{}", list.join("\n")));
     }
-    let mut tail = format!(
-        "\n\nAuthor: {} <{}>\nCommitter: {} <{}>\n",
-        c.author, c.author_email, c.committer, c.committer_email
+    if !row.files_changed.is_empty() {
+        section(&mut tail, &format!("Files: {}", row.files_changed.join(", ")));
+    }
+    let symbols = hunk_symbols(&c.diff);
+    if !symbols.is_empty() {
+        section(&mut tail, &format!("Functions: {}", symbols.join(", ")));
+    }
+    section(
+        &mut tail,
+        &format!(
+            "Author: {} <{}>\nCommitter: {} <{}>",
+            c.author, c.author_email, c.committer, c.committer_email
+        ),
     );
     if c.parents.len() > 1 {
-        tail.push_str(&format!("Merge of {}\n", c.parents.join(" ")));
+        section(&mut tail, &format!("Merge of {}", c.parents.join(" ")));
     }
     if !c.diff.is_empty() {
-        tail.push('\n');
-        tail.push_str(&cut_diff(&c.diff));
+        section(&mut tail, &cut_diff(&c.diff));
+    }
+    if !head.is_empty() {
+        tail.insert_str(0, "\n\n");
     }
     row.set_body_split(&head, &tail);
     row
 }
 
+/// Chars of a pull request's description a commit row that merged it takes in.
+const PR_BODY_CHARS: usize = 600;
+
+/// Gives the commit rows that merged a pull request of the same crawl (a squash subject ending
+/// in `(#N)`, or GitHub's "Merge pull request #N") that pull request's title and the start of
+/// its description, in the text both BM25 and the model see: a commit is often found by what
+/// its pull request said.
+pub(crate) fn link_pull_requests(rows: &mut [Row]) {
+    let pulls: HashMap<i64, String> = rows
+        .iter()
+        .filter(|r| r.kind() == RowType::PullRequest && r.chunk_index == 0)
+        .filter_map(|r| {
+            let n = r.number?;
+            let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
+            Some((n, format!("Pull request #{n}: {}\n{}", r.title.as_deref()?, body.trim())))
+        })
+        .collect();
+    if pulls.is_empty() {
+        return;
+    }
+    for row in rows.iter_mut().filter(|r| r.kind() == RowType::Commit) {
+        let squashed = row
+            .title
+            .as_deref()
+            .and_then(|t| t.strip_suffix(')')?.rsplit_once("(#")?.1.parse::<i64>().ok());
+        let merge = row.body.split_once("Merge pull request #").and_then(|(_, rest)| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<i64>().ok()
+        });
+        let Some(text) = squashed.or(merge).and_then(|n| pulls.get(&n)) else { continue };
+        let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
+        let head: String = row.body.chars().take(head_chars).collect();
+        let tail: String = row.body.chars().skip(head_chars).collect();
+        let head = if head.is_empty() { text.clone() } else { format!("{head}\n\n{text}") };
+        row.set_body_split(&head, &tail);
+    }
+}
+
 /// One row per file a commit changed: the commit message, the path and that file's patch.
 pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &Commit) -> Vec<Row> {
-    let subject = c.message.lines().next().unwrap_or("").trim().to_string();
+    let message = clean_message(&c.message);
     split_diff(&c.diff)
         .into_iter()
         .map(|(path, patch)| {
             let entity = format!("commit/{}", c.sha);
             let mut row =
                 Row::keyed(RowType::Diff, repo, &entity, &format!("diff/{}/{path}", c.sha), 0);
-            row.title = Some(subject.clone());
+            row.title = Some(message.title.clone());
             row.path = Some(path.to_string());
             row.author = Some(format!("{} <{}>", c.author, c.author_email));
             row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
@@ -279,7 +543,12 @@ pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &Commit) -> Vec<Row> {
             row.files_changed = vec![path.to_string()];
             row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
             row.refs = find_refs(&c.message);
-            row.set_body(&format!("{}\n\n{}", c.message, cut_diff(patch)));
+            let mut body = message.description.clone();
+            let symbols = hunk_symbols(patch);
+            if !symbols.is_empty() {
+                body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
+            }
+            row.set_body(&format!("{}\n\n{}", body.trim_start(), cut_diff(patch)));
             row
         })
         .collect()
@@ -387,7 +656,107 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.entity == format!("commit/{}", c.sha)));
         assert_ne!(rows[0].id, rows[1].id);
-        assert!(rows[0].body.starts_with("Fix the parser") && rows[0].body.contains("+y"));
+        assert_eq!(rows[0].title.as_deref(), Some("Fix the parser"));
+        assert!(rows[0].body.starts_with("It broke on #12.") && rows[0].body.contains("+y"));
         assert_eq!(rows[1].refs, ["#12"]);
+    }
+
+    #[test]
+    fn a_commit_row_indexes_what_identifies_the_change_and_not_trailers() {
+        let diff = "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n@@ -10,3 +10,4 @@ fn spawn_senders(config: &Config) {\n-a\n+b\n@@ -40,2 +41,2 @@ impl WorkerState {\n-c\n+d\n";
+        let c = Commit {
+            sha: "b".repeat(40),
+            message: "Fix the walker\n\nIt dropped entries.\n\nThis reverts commit 0123456789abcdef0123456789abcdef01234567.\n\nSigned-off-by: A Person <a@example.com>\nCo-authored-by: B <b@example.com>\nChange-Id: I1234".into(),
+            files: vec!["src/walk.rs".into()],
+            diff: diff.into(),
+            author: "A Person".into(),
+            ..Commit::default()
+        };
+        let row = commit_row("o/r", None, &c, &Merged::default());
+        assert_eq!(row.title.as_deref(), Some("Fix the walker"));
+        let embedded = row.embedding_text();
+        assert!(embedded.contains("It dropped entries."), "{embedded}");
+        for gone in ["Signed-off-by", "Co-authored-by", "Change-Id", "This reverts commit"] {
+            assert!(!row.body.contains(gone), "{gone} in {}", row.body);
+        }
+        // Functions the hunks touch and the files are searchable, not embedded.
+        assert!(row.body.contains("Functions: spawn_senders, WorkerState"), "{}", row.body);
+        assert!(row.body.contains("Files: src/walk.rs"));
+        assert!(!embedded.contains("Files:") && !embedded.contains("+b"));
+        // The reverted sha is still a reference.
+        assert!(row.refs.iter().any(|r| r.starts_with("0123456789abcdef")), "{:?}", row.refs);
+    }
+
+    #[test]
+    fn a_merged_pull_request_is_titled_by_the_pull_request_and_lists_what_it_merged() {
+        let m = clean_message(
+            "Merge pull request #1872 from someone/fix-windows-links\n\nFix Windows hyperlinks for paths with spaces\n\nMore words.",
+        );
+        assert_eq!(m.title, "Fix Windows hyperlinks for paths with spaces");
+        assert_eq!(m.description, "More words.");
+        assert_eq!(
+            m.extra.as_deref(),
+            Some("Merge pull request #1872 from someone/fix-windows-links")
+        );
+        // A merge without a pull-request title keeps its subject.
+        assert_eq!(clean_message("Merge branch 'main' into x").title, "Merge branch 'main' into x");
+
+        // main: m0 <- m1 (merge of f2, whose branch is f1 <- f2, forked at m0).
+        let mut graph = HashMap::new();
+        let node = |parents: &[&str], subject: &str, files: &[&str]| {
+            (
+                parents.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                subject.to_string(),
+                files.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        graph.insert("m0".to_string(), node(&[], "start", &["a"]));
+        graph.insert("f1".to_string(), node(&["m0"], "Add the flag", &["src/cli.rs"]));
+        graph.insert(
+            "f2".to_string(),
+            node(&["f1"], "Test the flag", &["tests/t.rs", "src/cli.rs"]),
+        );
+        graph.insert(
+            "m1".to_string(),
+            node(&["m0", "f2"], "Merge pull request #9 from x/flag", &[]),
+        );
+        let mainline = first_parents(&graph, Some("m1"), usize::MAX);
+        let c = Commit {
+            sha: "m1".into(),
+            parents: vec!["m0".into(), "f2".into()],
+            ..Commit::default()
+        };
+        let merged = merged_by(&graph, &mainline, &c);
+        assert_eq!(merged.subjects, ["Test the flag", "Add the flag"]);
+        assert_eq!(merged.files, ["tests/t.rs", "src/cli.rs"]);
+        let row = commit_row("o/r", None, &c, &merged);
+        assert_eq!(row.files_changed, ["tests/t.rs", "src/cli.rs"]);
+        assert!(row.embedding_text().contains("- Add the flag"));
+    }
+
+    #[test]
+    fn hunk_headers_name_functions_in_several_languages() {
+        let diff = "@@ -1 +1 @@ pub(crate) fn parse_args(x: u8) -> u8 {\n@@ -5 +5 @@ def load(self, path):\n@@ -9 +9 @@ class Walker:\n@@ -12 +12 @@ func (w *Walker) Run() error {\n@@ -20 +20 @@\n@@ -30 +30 @@ static int main_loop(void)\n@@ -40 +40 @@ fn parse_args(y: u8) {";
+        assert_eq!(hunk_symbols(diff), ["parse_args", "load", "Walker", "Run", "main_loop"]);
+    }
+
+    #[test]
+    fn a_commit_that_merged_a_crawled_pull_request_takes_in_its_title_and_description() {
+        let c = Commit {
+            sha: "c".repeat(40),
+            message: "Speed up the walker (#42)".into(),
+            ..Commit::default()
+        };
+        let mut pr = Row::new(RowType::PullRequest, "o/r", "issue/42", 0);
+        pr.number = Some(42);
+        pr.title = Some("Parallel directory traversal".into());
+        pr.set_body("Uses a work-stealing queue.");
+        let mut rows = vec![commit_row("o/r", None, &c, &Merged::default()), pr];
+        let before = rows[0].content_sha256.clone();
+        link_pull_requests(&mut rows);
+        let text = rows[0].embedding_text();
+        assert!(text.contains("Pull request #42: Parallel directory traversal"), "{text}");
+        assert!(text.contains("work-stealing"));
+        assert_ne!(rows[0].content_sha256, before, "the new text is embedded");
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! An eval file is JSON lines, one query each:
 //! `{"query": "...", "relevant": ["<row id>" | "<url>" | "<commit sha>" | "path:L" | "path:L-M"],
-//! "repo": "owner/name"}` (`repo` optional: limits what `path:L` specs match). A result is
+//! "repo": "owner/name", "type": "commit"}` (`repo` optional: limits what `path:L` specs match;
+//! `type` optional: the query is asked with that type filter, as an agent would). A result is
 //! relevant when its row (not the rows folded under it) matches a spec: the same id or url, a
 //! commit or diff row of that commit, or a row of that path whose line span overlaps the spec's.
 
@@ -24,6 +25,9 @@ pub struct EvalQuery {
     pub relevant: Vec<String>,
     #[serde(default)]
     pub repo: Option<String>,
+    /// Asked with this type filter (`type: commit` for "the commit that did X").
+    #[serde(default, rename = "type")]
+    pub row_type: Option<RowType>,
 }
 
 /// Reads an eval file; a bad line is an error naming the file and line.
@@ -94,6 +98,9 @@ pub struct ModeReport {
     pub ndcg_at_10: f64,
     pub p50_ms: f64,
     pub p95_ms: f64,
+    /// Per query, in file order: the 1-based rank of the first relevant result within k, or
+    /// null. What `ci/bench-quality` compares mode by mode.
+    pub first_hit: Vec<Option<usize>>,
 }
 
 /// Whether `row` is what `spec` names.
@@ -132,13 +139,14 @@ pub fn run_eval(
     for mode in modes {
         let (mut recall, mut recall_folded, mut mrr, mut ndcg) = (0.0, 0.0, 0.0, 0.0);
         let mut latencies = Vec::with_capacity(queries.len());
+        let mut first_hit = Vec::with_capacity(queries.len());
         for (qi, q) in queries.iter().enumerate() {
             let req = SearchRequest {
                 query: q.query.clone(),
                 top_k: k.clamp(10, 50),
                 fusion: mode.fusion,
                 sort: Sort::Relevance,
-                filters: Filters::default(),
+                filters: Filters { types: q.row_type.into_iter().collect(), ..Filters::default() },
                 rerank: mode.rerank,
                 snapshot: None,
                 blend: mode.blend,
@@ -167,9 +175,11 @@ pub fn run_eval(
             let folded: Vec<&Row> = folded.iter().collect();
             let found_folded = judge(&folded, q).into_iter().flatten().count();
             recall_folded += found_folded as f64 / q.relevant.len() as f64;
-            if let Some(rank) = judged.iter().take(k).position(|m| !m.is_empty()) {
+            let rank = judged.iter().take(k).position(|m| !m.is_empty());
+            if let Some(rank) = rank {
                 mrr += 1.0 / (rank + 1) as f64;
             }
+            first_hit.push(rank.map(|r| r + 1));
             ndcg += ndcg_at_10(&judged, q.relevant.len());
             progress(&mode.name, qi + 1);
         }
@@ -185,6 +195,7 @@ pub fn run_eval(
             ndcg_at_10: ndcg / n,
             p50_ms: pct(0.5),
             p95_ms: pct(0.95),
+            first_hit,
         });
     }
     Ok(reports)

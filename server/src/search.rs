@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Reranker, Row};
+use hubdex_formats::{Embedder, Reranker, Row, RowType, row_id};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -252,16 +252,29 @@ pub fn search_with_vector(
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = unmatched(&req.filters, snap)?;
+    // `type: commit` also finds a commit by its diff rows (what it changed is often what it is
+    // asked by): they are searched with it, fold into it, and the commit row is shown.
+    let by_diff =
+        req.filters.types.contains(&RowType::Commit) && !req.filters.types.contains(&RowType::Diff);
+    let mut searched = req.filters.clone();
+    if by_diff {
+        searched.types.push(RowType::Diff);
+    }
     let pool = (req.top_k * 5).max(50);
     let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
     // One segment's candidates: (sparse, dense) as (segment, doc, score).
     type Hits = Vec<(usize, u32, f32)>;
     let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
         let seg = &snap.segments[si];
-        if !may_match(&req.filters, seg) {
+        if !may_match(&searched, seg) {
             return Ok((Vec::new(), Vec::new()));
         }
-        let filter = seg.text.compile(&req.filters).map_err(index_error)?;
+        let filter = seg.text.compile(&searched).map_err(index_error)?;
+        // Diff rows rank a commit by BM25 only: their vectors (one per file, each with the
+        // message) crowd the dense list (docs/quality.md).
+        let narrower =
+            if by_diff { seg.text.compile(&req.filters).map_err(index_error)? } else { None };
+        let dense_filter = if by_diff { narrower.as_ref() } else { filter.as_ref() };
         let mut sparse = Vec::new();
         let mut dense = Vec::new();
         if req.fusion != Fusion::DenseOnly {
@@ -272,7 +285,7 @@ pub fn search_with_vector(
             }
         }
         if let Some(q) = query_vec {
-            let hits = match &filter {
+            let hits = match dense_filter {
                 None => seg.vectors.search(q, pool, None),
                 Some(f) => {
                     let bits = seg.text.filter_bits(f).map_err(index_error)?;
@@ -314,30 +327,33 @@ pub fn search_with_vector(
     }
     let (s_min, s_span) = range_of(&sparse);
     let (d_min, d_span) = range_of(&dense);
-    for c in cands.values_mut() {
-        c.fused = match (req.fusion, req.blend) {
+    let fuse =
+        |sparse: Option<(f32, usize)>, dense: Option<(f32, usize)>| match (req.fusion, req.blend) {
             (Fusion::Rrf, Blend::Rrf { k, w_sparse, w_dense }) => {
-                c.sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
-                    + c.dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
+                sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
+                    + dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
             }
             (Fusion::Rrf, Blend::MinMax { w_dense }) => {
-                (1.0 - w_dense) * c.sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
-                    + w_dense * c.dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
+                (1.0 - w_dense) * sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
+                    + w_dense * dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
             }
-            (Fusion::DenseOnly, _) => c.dense.map_or(0.0, |(s, _)| s as f64),
-            (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::DenseOnly, _) => dense.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::SparseOnly, _) => sparse.map_or(0.0, |(s, _)| s as f64),
         };
+    for c in cands.values_mut() {
+        c.fused = fuse(c.sparse, c.dense);
     }
     // Ties break on row id so the same snapshot always gives the same order. Ids come from the
     // mapped id column, and only for candidates whose score another one shares.
     let mut ranked: Vec<(Key, Candidate, String)> =
         cands.into_iter().map(|(key, c)| (key, c, String::new())).collect();
-    ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused));
+    let by_score = |a: &Candidate, b: &Candidate| b.fused.total_cmp(&a.fused);
+    ranked.sort_by(|a, b| by_score(&a.1, &b.1));
+    let same = |a: &Candidate, b: &Candidate| a.fused == b.fused;
     let tied: Vec<bool> = (0..ranked.len())
         .map(|i| {
-            let f = ranked[i].1.fused;
-            (i > 0 && ranked[i - 1].1.fused == f)
-                || ranked.get(i + 1).is_some_and(|n| n.1.fused == f)
+            (i > 0 && same(&ranked[i - 1].1, &ranked[i].1))
+                || ranked.get(i + 1).is_some_and(|n| same(&n.1, &ranked[i].1))
         })
         .collect();
     for (entry, tied) in ranked.iter_mut().zip(tied) {
@@ -346,7 +362,7 @@ pub fn search_with_vector(
         }
     }
     let by_fused = |a: &(Key, Candidate, String), b: &(Key, Candidate, String)| {
-        b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
+        by_score(&a.1, &b.1).then_with(|| a.2.cmp(&b.2))
     };
     ranked.sort_by(by_fused);
     let mut rows = RowCache::new(snap);
@@ -379,11 +395,20 @@ pub fn search_with_vector(
     let terms = query_terms(&req.query);
     let mut results: Vec<SearchResult> = Vec::new();
     // Rows of one repository and entity fold together; an entity lives in one segment.
-    let mut by_entity: HashMap<(usize, (u64, u64)), usize> = HashMap::new();
+    let mut by_entity: HashMap<EntityKey, usize> = HashMap::new();
+    // An entity skipped as a whole (a diff whose commit row is not in the snapshot).
+    const DROPPED: usize = usize::MAX;
+    let mut pending_same: Option<SameEntityRow> = None;
     for (key, c, _) in ranked {
         let entity = (key.0, snap.segments[key.0].text.entity_key(key.1).map_err(index_error)?);
         if let Some(&i) = by_entity.get(&entity) {
+            if i == DROPPED {
+                continue;
+            }
             let r = rows.get(key)?;
+            if r.id == results[i].id {
+                continue;
+            }
             let same =
                 results[i].same_entity.get_or_insert(SameEntity { count: 0, others: Vec::new() });
             same.count += 1;
@@ -399,7 +424,31 @@ pub fn search_with_vector(
         if req.sort == Sort::Relevance && results.len() == req.top_k {
             continue;
         }
-        let r = rows.get(key)?;
+        let mut shown = key;
+        if by_diff && rows.get(key)?.kind() == RowType::Diff {
+            // Show the commit the diff belongs to; an entity without one is not a commit.
+            let r = rows.get(key)?;
+            let commit = row_id(RowType::Commit, &r.repo, &r.entity, 0);
+            match snap.segments[key.0].text.doc_of_id(&commit).map_err(index_error)? {
+                Some(doc) => {
+                    shown = (key.0, doc);
+                    let r = rows.get(key)?;
+                    let diff = SameEntityRow {
+                        id: r.id.clone(),
+                        row_type: r.kind().to_string(),
+                        url: r.url.clone(),
+                        updated_at: time(r.updated_at),
+                        score: c.fused,
+                    };
+                    pending_same = Some(diff);
+                }
+                None => {
+                    by_entity.insert(entity, DROPPED);
+                    continue;
+                }
+            }
+        }
+        let r = rows.get(shown)?;
         by_entity.insert(entity, results.len());
         results.push(SearchResult {
             id: r.id.clone(),
@@ -422,7 +471,7 @@ pub fn search_with_vector(
             dense_score: c.dense.map(|s| s.0),
             dense_rank: c.dense.map(|s| s.1),
             rerank_score: c.rerank,
-            same_entity: None,
+            same_entity: pending_same.take().map(|row| SameEntity { count: 1, others: vec![row] }),
         });
     }
     if req.sort != Sort::Relevance {
@@ -446,6 +495,9 @@ pub fn search_with_vector(
 
 /// A candidate: its segment and doc.
 type Key = (usize, u32);
+
+/// An entity: its segment and its (repo, entity) ordinals there.
+type EntityKey = (usize, (u64, u64));
 
 /// Stored rows of an answer, each read from its segment's doc store once.
 struct RowCache<'a> {

@@ -237,3 +237,38 @@ fn first_sha(repo: &std::path::Path) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+#[test]
+fn a_commit_search_finds_a_commit_by_a_diff_row_and_shows_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("shards");
+    hubdex_tests::make_long_diff_repo(&repo);
+    let store = dir.path().join("store");
+    runtime().block_on(hubdex_indexer::build(&options(&store, &repo))).unwrap();
+    runtime().block_on(async {
+        let st = state(&store).await;
+        let snap = st.current.load_full();
+        let rows = snap.segments[0].text.rows().unwrap();
+        let commit = rows
+            .iter()
+            .find(|r| r.kind() == RowType::Commit && r.title.as_deref() == Some("Grow the table"))
+            .expect("the big commit's row");
+        // The commit row keeps 200 diff lines: the late file's function is past them.
+        assert!(!commit.body.contains(hubdex_tests::LATE_FUNCTION), "{}", commit.body);
+        let search = |types: &str| {
+            let a = args(json!({"query": hubdex_tests::LATE_FUNCTION, "type": types,
+                "fusion": "sparse_only"}));
+            let st = st.clone();
+            async move { call_tool(&st, "search", &a).await.unwrap() }
+        };
+        let answer = search("commit").await;
+        let results = answer["results"].as_array().unwrap();
+        assert!(results.iter().all(|r| r["type"] == "commit"), "{answer:#}");
+        assert_eq!(results[0]["id"], commit.id.as_str());
+        let folded = &results[0]["same_entity"]["others"];
+        assert_eq!(folded[0]["type"], "diff", "{answer:#}");
+        // Asked for diffs, the diff row itself is the answer.
+        let answer = search("diff").await;
+        assert_eq!(answer["results"][0]["type"], "diff", "{answer:#}");
+    });
+}

@@ -252,3 +252,22 @@ pub fn make_code_repo(dir: &Path) {
     git(dir, &["add", "."], 1);
     git(dir, &["commit", "-q", "-m", "Add the shop services in seven languages"], 1);
 }
+
+/// The function only the second file of [`make_long_diff_repo`]'s big commit defines.
+pub const LATE_FUNCTION: &str = "zephyr_rebalance_shards";
+
+/// Makes a repository whose second commit changes a 300-line file and then, past the 200 diff
+/// lines a commit row keeps, a file defining [`LATE_FUNCTION`]: only that commit's diff row
+/// has the name.
+pub fn make_long_diff_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir repo");
+    git(dir, &["init", "-q", "-b", "main"], 0);
+    write(dir, "README.md", "# Shards\n\nA tiny shard balancer.\n");
+    git(dir, &["add", "."], 1);
+    git(dir, &["commit", "-q", "-m", "Start the shard balancer"], 1);
+    let big: String = (0..300).map(|i| format!("entry {i}\n")).collect();
+    write(dir, "a_table.txt", &big);
+    write(dir, "z_balance.rs", &format!("pub fn {LATE_FUNCTION}() -> usize {{\n    42\n}}\n"));
+    git(dir, &["add", "."], 2);
+    git(dir, &["commit", "-q", "-m", "Grow the table\n\nMore entries."], 2);
+}

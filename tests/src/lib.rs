@@ -6,5 +6,8 @@ pub mod ghdata;
 mod gitrepo;
 mod paths;
 
-pub use gitrepo::{CODE_FILES, GeneratedRepo, PARAPHRASES, make_code_repo, make_repo};
+pub use gitrepo::{
+    CODE_FILES, GeneratedRepo, LATE_FUNCTION, PARAPHRASES, make_code_repo, make_long_diff_repo,
+    make_repo,
+};
 pub use paths::{bin, free_port, model_dir, node_dir, python, wait_for_http};
