@@ -13,7 +13,9 @@ use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
     ModelIdentity, Row, Store, cache_dir, read_rows, snapshot_id, start_segment,
 };
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar};
+
+use crate::progress::{bar, spinner};
 
 use crate::config::RepoRules;
 use crate::git;
@@ -106,17 +108,6 @@ impl BuildReport {
     pub fn other_seconds(&self) -> f64 {
         self.crawl_seconds + self.write_seconds + self.publish_seconds
     }
-}
-
-fn bar(mp: &MultiProgress, len: u64, msg: &str) -> ProgressBar {
-    let pb = mp.add(ProgressBar::new(len));
-    pb.set_style(
-        ProgressStyle::with_template("{prefix:>8} [{bar:30}] {pos}/{len} {per_sec} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(msg.to_string());
-    pb
 }
 
 /// The previous snapshot's rows of `repo`, with their vectors, when the model is the same one.
@@ -358,7 +349,10 @@ pub(crate) async fn embed_one(
         report.segments_unchanged += 1;
         store.stored_segment_entry(draft.id()).await?.1
     } else {
+        let writing = spinner(Some(mp));
+        writing.set_message(format!("writing the segment of {repo} ({} rows)", rows.len()));
         let meta = draft.finish(&rows, &files)?;
+        writing.finish_and_clear();
         report.write_seconds += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
@@ -410,10 +404,14 @@ pub(crate) async fn publish_segments(
     }
     // Small segments are served merged; a merged segment already in the store is reused.
     let merge_cache = cache.join("merge");
+    let merging = spinner(None);
+    merging
+        .set_message(format!("merging small segments for serving ({} segments)", segments.len()));
     let merged = store
         .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"))
         .await
         .context("writing merged segments")?;
+    merging.finish_and_clear();
     let now = Utc::now();
     let seed: String = segments.iter().map(|s| s.id.as_str()).collect::<Vec<_>>().join("\n");
     let manifest = Manifest {
@@ -462,7 +460,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     let work = tempfile::tempdir().context("creating a scratch directory")?;
     for (repo, source) in &plan.repos {
         let t = Instant::now();
-        let crawl = mp.add(ProgressBar::new_spinner());
+        let crawl = spinner(Some(&mp));
         crawl.set_message(format!("crawling {repo}"));
         let previous =
             previous_rows(&plan.store, &opts.cache, plan.prev.as_ref(), repo, &model.model_sha256)

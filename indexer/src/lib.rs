@@ -10,6 +10,7 @@ pub mod github;
 mod lifecycle;
 mod local;
 mod markdown;
+mod progress;
 mod refs;
 mod stages;
 

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use hubdex_formats::{
     FileText, ManifestSegment, Row, read_files, read_rows, sha256_hex, write_files, write_rows,
 };
-use indicatif::{MultiProgress, ProgressBar};
+use indicatif::MultiProgress;
 use serde::{Deserialize, Serialize};
 
 use crate::build::{
@@ -74,7 +74,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     let mut done = Vec::new();
     let queue: Vec<String> = plan.store.list("queue/pending").await?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
-        let spinner = ProgressBar::new_spinner();
+        let spinner = crate::progress::spinner(None);
         // A GitHub crawl carries unchanged threads over from the current snapshot; a local
         // repository is read whole and needs nothing from it here.
         let prev_rows = match (&plan.prev, source) {
@@ -139,6 +139,18 @@ async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Resul
     Ok(out)
 }
 
+/// What the embed stage leaves for publish about one repository: its manifest entry and the
+/// embedding figures the manifest's build stats add up (`staging/<run>/segments/<repo>.json`).
+#[derive(Debug, Serialize, Deserialize)]
+struct StagedSegment {
+    /// The manifest entry's fields, at the top level (the file reads as a manifest entry).
+    #[serde(flatten)]
+    entry: ManifestSegment,
+    embedded: u64,
+    reused: u64,
+    embed_seconds: f64,
+}
+
 /// Stage 2: embeds the staged rows of `shard` (reusing every unchanged vector), writes and
 /// uploads their segments, and stages their manifest entries.
 pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<BuildReport> {
@@ -165,6 +177,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         let previous =
             previous_rows(&store, &opts.cache, prev.as_ref(), &staged.repo, &model.model_sha256)
                 .await?;
+        let before = (report.embedded, report.reused, report.embed_seconds);
         let entry = embed_one(
             &store,
             &staged.repo,
@@ -177,10 +190,16 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             &mut report,
         )
         .await?;
+        let done = StagedSegment {
+            entry,
+            embedded: report.embedded - before.0,
+            reused: report.reused - before.1,
+            embed_seconds: report.embed_seconds - before.2,
+        };
         store
             .put(
                 &format!("staging/{run}/segments/{}.json", slug(&staged.repo)),
-                serde_json::to_vec_pretty(&entry)?,
+                serde_json::to_vec_pretty(&done)?,
             )
             .await?;
         report.repos += 1;
@@ -199,13 +218,18 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let check = tempfile::tempdir()?;
     let mut segments: Vec<ManifestSegment> = Vec::new();
     let mut model = None;
+    let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
     for s in &staged {
         let key = format!("staging/{run}/segments/{}.json", slug(&s.repo));
         let bytes = store.get_opt(&key).await?.with_context(|| {
             format!("{} was crawled but not embedded: {key} is missing", s.repo)
         })?;
-        let entry: ManifestSegment = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{key} is not a segment entry"))?;
+        let StagedSegment { entry, embedded, reused, embed_seconds } =
+            serde_json::from_slice(&bytes)
+                .with_context(|| format!("{key} is not a staged segment entry"))?;
+        report.embedded += embedded;
+        report.reused += reused;
+        report.embed_seconds += embed_seconds;
         store.fetch_segment(&entry, check.path()).await.with_context(|| {
             format!("staged segment {} of {} failed verification", entry.id, s.repo)
         })?;
@@ -216,7 +240,6 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let Some(model) = model.or_else(|| prev.as_ref().map(|p| p.model.clone())) else {
         anyhow::bail!("run {run} staged nothing: run `crawl` and `embed` first");
     };
-    let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
     report.rows = segments.iter().map(|s| s.rows).sum();
     let rebuilt: BTreeSet<String> = staged.iter().map(|s| s.repo.clone()).collect();
     let cursors: Vec<(String, Cursor)> =

@@ -111,6 +111,17 @@ fn two_shards_through_the_stage_commands_equal_one_build() {
         );
     });
     assert_eq!(snapshot_rows(&staged), snapshot_rows(&one), "same rows and vectors as one build");
+    // The manifest's build figures are those of the one-process build (timings aside).
+    let stats = |store: &std::path::Path| {
+        let m = runtime()
+            .block_on(Store::open(store.to_str().unwrap()).unwrap().current_manifest())
+            .unwrap()
+            .expect("a snapshot");
+        (m.build.rows, m.build.embedded, m.build.reused, m.build.embed_seconds > 0.0)
+    };
+    let (one_stats, staged_stats) = (stats(&one), stats(&staged));
+    assert!(one_stats.1 > 0, "the one build embedded rows: {one_stats:?}");
+    assert_eq!(staged_stats, one_stats, "staged (rows, embedded, reused, timed) = one build's");
 }
 
 #[test]
