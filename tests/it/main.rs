@@ -4,6 +4,7 @@ mod answers;
 mod bad_input;
 mod build;
 mod conformance;
+mod docs;
 mod fixture;
 mod github;
 mod golden;

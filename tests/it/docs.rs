@@ -1,0 +1,91 @@
+//! The docs name everything a user can set or read: every command-line flag of both binaries,
+//! every tool argument and every metric, compared as generated lists (from `--help`, the tool
+//! schemas and the metrics registry) against the text of README.md and docs/*.md.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use hubdex_server::tool_specs;
+use hubdex_tests::bin;
+
+use crate::fixture::{fixture, runtime, state};
+
+/// README.md and every page of docs/, as one text.
+fn docs_text() -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            text.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
+    text
+}
+
+fn help(binary: &str, args: &[&str]) -> String {
+    let out = Command::new(bin(binary)).args(args).arg("--help").output().unwrap();
+    assert!(out.status.success(), "{binary} {args:?} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The subcommands a `--help` lists under "Commands:".
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every `--long-flag` a help text offers, but `--help` and `--version`.
+fn flags(help: &str) -> BTreeSet<String> {
+    help.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']' || c == '=')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_string())
+        .filter(|w| w != "--help" && w != "--version")
+        .collect()
+}
+
+#[test]
+fn every_flag_tool_argument_and_metric_is_in_the_docs() {
+    let docs = docs_text();
+    let mut missing = Vec::new();
+    for binary in ["hubdex", "hubdex-index"] {
+        let top = help(binary, &[]);
+        let mut all = flags(&top);
+        for sub in subcommands(&top) {
+            all.extend(flags(&help(binary, &[&sub])));
+        }
+        assert!(!all.is_empty(), "{binary} has no flags?");
+        for f in all {
+            if !docs.contains(&f) {
+                missing.push(format!("flag {f} of {binary}"));
+            }
+        }
+    }
+    for spec in tool_specs() {
+        let props = spec.input_schema["properties"].as_object().unwrap();
+        for name in props.keys() {
+            if !docs.contains(&format!("`{name}`")) {
+                missing.push(format!("argument `{name}` of tool {}", spec.name));
+            }
+        }
+    }
+    let store = fixture();
+    let metrics = runtime().block_on(async { state(&store.store).await.metrics.encode() });
+    let names: BTreeSet<&str> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next())
+        .collect();
+    assert!(names.len() >= 5, "{metrics}");
+    for name in names {
+        if !docs.contains(name) {
+            missing.push(format!("metric {name}"));
+        }
+    }
+    assert!(missing.is_empty(), "not in README.md or docs/*.md:\n{}", missing.join("\n"));
+}
