@@ -258,7 +258,9 @@ pub(crate) async fn crawl_one(
         }
         Source::GitHub => {
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
-            let cursor = Cursor::load(&plan.store, repo).await;
+            let cursor = Cursor::load(&plan.store, repo)
+                .await
+                .with_context(|| format!("reading the crawl cursor of {repo}"))?;
             let quota = client.stats.clone();
             let scope = plan.rules.get(repo).map_or_else(|| opts.scope.clone(), RepoRules::scope);
             let api = crawl_api(client, repo, &cursor, &scope, |m| {

@@ -76,7 +76,7 @@ fn every_flag_tool_argument_and_metric_is_in_the_docs() {
         }
     }
     let store = fixture();
-    let metrics = runtime().block_on(async { state(&store.store).await.metrics.encode() });
+    let metrics = runtime().block_on(async { state(&store.store).await.metrics_text() });
     let names: BTreeSet<&str> = metrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.split_whitespace().next())

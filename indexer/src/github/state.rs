@@ -38,20 +38,20 @@ fn key(repo: &str) -> String {
 }
 
 impl Cursor {
-    /// Reads the cursor of `repo` (owner/name); a missing or unreadable one starts afresh.
-    pub async fn load(store: &Store, repo: &str) -> Cursor {
-        match store.get_opt(&key(repo)).await {
-            Ok(Some(bytes)) => match serde_json::from_slice::<Cursor>(&bytes) {
-                Ok(c) if c.version == CURSOR_VERSION => c,
-                _ => {
-                    tracing::warn!(
-                        repo,
-                        "crawl cursor unreadable or of another version: crawling from the start"
-                    );
-                    Cursor::default()
-                }
-            },
-            _ => Cursor::default(),
+    /// Reads the cursor of `repo` (owner/name). A missing one, or one of another version or
+    /// unreadable, starts afresh (a full crawl); a store that cannot be read is an error, not
+    /// "no cursor" — that would silently recrawl everything.
+    pub async fn load(store: &Store, repo: &str) -> Result<Cursor, hubdex_formats::StoreError> {
+        let Some(bytes) = store.get_opt(&key(repo)).await? else { return Ok(Cursor::default()) };
+        match serde_json::from_slice::<Cursor>(&bytes) {
+            Ok(c) if c.version == CURSOR_VERSION => Ok(c),
+            _ => {
+                tracing::warn!(
+                    repo,
+                    "crawl cursor unreadable or of another version: crawling from the start"
+                );
+                Ok(Cursor::default())
+            }
         }
     }
 
@@ -60,5 +60,31 @@ impl Cursor {
         let mut c = self.clone();
         c.version = CURSOR_VERSION;
         store.put(&key(repo), serde_json::to_vec_pretty(&c).expect("cursor serializes")).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_cursor_starts_afresh_and_an_unreadable_store_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+        let fresh = Cursor::load(&store, "acme/widgets").await.unwrap();
+        assert_eq!(fresh.version, Cursor::default().version);
+        assert!(fresh.etags.is_empty());
+        // A cursor saved then read back.
+        let mut c = Cursor::default();
+        c.has_wiki = true;
+        c.save(&store, "acme/widgets").await.unwrap();
+        assert!(Cursor::load(&store, "acme/widgets").await.unwrap().has_wiki);
+        // The cursor's key is a link to itself: the store cannot read it (ELOOP).
+        let gadgets = dir.path().join("state/acme/gadgets");
+        std::fs::create_dir_all(&gadgets).unwrap();
+        std::os::unix::fs::symlink(gadgets.join("cursor.json"), gadgets.join("cursor.json"))
+            .unwrap();
+        let err = Cursor::load(&store, "acme/gadgets").await.unwrap_err();
+        assert!(err.to_string().contains("cursor.json"), "{err}");
     }
 }
