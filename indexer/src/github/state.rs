@@ -75,8 +75,7 @@ mod tests {
         assert_eq!(fresh.version, Cursor::default().version);
         assert!(fresh.etags.is_empty());
         // A cursor saved then read back.
-        let mut c = Cursor::default();
-        c.has_wiki = true;
+        let c = Cursor { has_wiki: true, ..Cursor::default() };
         c.save(&store, "acme/widgets").await.unwrap();
         assert!(Cursor::load(&store, "acme/widgets").await.unwrap().has_wiki);
         // The cursor's key is a link to itself: the store cannot read it (ELOOP).
