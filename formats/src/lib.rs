@@ -3,7 +3,8 @@
 //!
 //! Each artifact has a writer and a reader here:
 //! - a [`Row`] and `rows.parquet` ([`write_rows`], [`read_rows`]);
-//! - a segment directory ([`write_segment`], [`Segment::open`], [`verify_segment_dir`]), its
+//! - a segment directory ([`write_segment`], [`Segment::open`]; verified where it enters the
+//!   cache, in [`Store::fetch_segment`]), its
 //!   serving index ([`ServingIndex`]: BM25, filter and sort columns, stored rows), its file
 //!   store ([`FileStore`]) and merged segments ([`plan_merges`], [`write_merged_segment`]);
 //! - `segment.json`, `manifest.json` and `LATEST` ([`SegmentMeta`], [`Manifest`], [`Latest`]);
@@ -58,8 +59,7 @@ pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
-    read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, verify_segment_dir,
-    write_segment,
+    read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, write_segment,
 };
 pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex};
 pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER, failpoint};

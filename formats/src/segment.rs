@@ -242,26 +242,6 @@ pub fn write_segment(
     start_segment(dir, repo, rows, files, model)?.finish(rows, files)
 }
 
-/// Checks every file segment.json lists against its size and sha256, and that no file is
-/// missing. Nothing of the segment is opened before this passes.
-pub fn verify_segment_dir(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatError> {
-    for f in &meta.files {
-        let path = safe_join(dir, &f.path)?;
-        if !path.is_file() {
-            return Err(FormatError::MissingFile { path: path.display().to_string() });
-        }
-        let (sha256, _) = hash_file(&path)?;
-        if sha256 != f.sha256 {
-            return Err(FormatError::ChecksumMismatch {
-                path: path.display().to_string(),
-                expected: f.sha256.clone(),
-                actual: sha256,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// Joins a relative path from an artifact onto `dir`, refusing anything that could leave it.
 pub fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
     let ok = !rel.is_empty()
@@ -298,8 +278,10 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Opens a format-3 segment directory whose files were verified (see
-    /// [`verify_segment_dir`]); a format-1 or -2 segment opens through [`upgrade_segment`].
+    /// Opens a format-3 segment directory whose files were verified as they entered the cache
+    /// (`Store::fetch_segment`: every file against the sha256 and size segment.json lists, and
+    /// segment.json against the manifest); a format-1 or -2 segment opens through
+    /// [`upgrade_segment`].
     pub fn open(dir: &Path) -> Result<Segment, FormatError> {
         let meta = read_segment_meta(dir)?;
         let text = ServingIndex::open(&dir.join(TEXT_DIR))?;
