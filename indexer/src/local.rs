@@ -49,7 +49,7 @@ pub(crate) fn read_repo(
     let mut commits = 0usize;
     // Every commit's parents, subject and files, to say what a merge brought in; merges are
     // written once the whole history is known (their branch is older, so streamed later).
-    let mut graph: HashMap<String, (Vec<String>, String, Vec<String>)> = HashMap::new();
+    let mut graph = CommitGraph::new();
     let mut merges: Vec<(usize, Commit)> = Vec::new();
     git::for_each_commit(dir, |c| {
         for f in &c.files {
@@ -58,13 +58,16 @@ pub(crate) fn read_repo(
             }
         }
         if rules.wants(RowType::Commit) {
-            if c.parents.len() > 1 {
+            let subject = if c.parents.len() > 1 {
                 merges.push((rows.len(), c.clone()));
                 rows.push(Row::new(RowType::Commit, repo, "placeholder", 0));
+                clean_message(&c.message).title
             } else {
-                rows.push(commit_row(repo, web, &c, &Merged::default()));
-            }
-            let subject = clean_message(&c.message).title;
+                let row = commit_row(repo, web, &c, &Merged::default());
+                let title = row.title.clone().unwrap_or_default();
+                rows.push(row);
+                title
+            };
             graph.insert(c.sha.clone(), (c.parents.clone(), subject, c.files.clone()));
         }
         if rules.wants(RowType::Diff) {
@@ -76,7 +79,7 @@ pub(crate) fn read_repo(
         }
     })?;
     if !merges.is_empty() {
-        let mainline = first_parents(&graph, git::head(dir)?.as_deref(), usize::MAX);
+        let mainline = first_parents(&graph, git::head(dir)?.as_deref());
         for (at, c) in merges {
             rows[at] = commit_row(repo, web, &c, &merged_by(&graph, &mainline, &c));
         }
@@ -385,16 +388,15 @@ fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str
     Some(&rest[..end]).filter(|w| !w.is_empty())
 }
 
-/// The first-parent chain from `from`, at most `max` commits (the mainline when `from` is HEAD).
-fn first_parents(
-    graph: &HashMap<String, (Vec<String>, String, Vec<String>)>,
-    from: Option<&str>,
-    max: usize,
-) -> std::collections::HashSet<String> {
+/// Every commit's parents, (cleaned) subject and files, by sha: what [`merged_by`] walks.
+type CommitGraph = HashMap<String, (Vec<String>, String, Vec<String>)>;
+
+/// The first-parent chain from `from` (the mainline when `from` is HEAD).
+fn first_parents(graph: &CommitGraph, from: Option<&str>) -> std::collections::HashSet<String> {
     let mut out = std::collections::HashSet::new();
     let mut at = from.map(str::to_string);
     while let Some(sha) = at {
-        if out.len() >= max || !out.insert(sha.clone()) {
+        if !out.insert(sha.clone()) {
             break;
         }
         at = graph.get(&sha).and_then(|(parents, _, _)| parents.first().cloned());
@@ -405,7 +407,7 @@ fn first_parents(
 /// What merge `c` brought in: its second parent's first-parent chain until it meets the
 /// mainline or the first parent (at most [`MERGED_MAX`] commits), oldest last.
 fn merged_by(
-    graph: &HashMap<String, (Vec<String>, String, Vec<String>)>,
+    graph: &CommitGraph,
     mainline: &std::collections::HashSet<String>,
     c: &Commit,
 ) -> Merged {
@@ -720,7 +722,7 @@ mod tests {
             "m1".to_string(),
             node(&["m0", "f2"], "Merge pull request #9 from x/flag", &[]),
         );
-        let mainline = first_parents(&graph, Some("m1"), usize::MAX);
+        let mainline = first_parents(&graph, Some("m1"));
         let c = Commit {
             sha: "m1".into(),
             parents: vec!["m0".into(), "f2".into()],

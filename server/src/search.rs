@@ -154,6 +154,19 @@ pub struct SameEntityRow {
     pub score: f64,
 }
 
+impl SameEntityRow {
+    /// `r`, folded under a result with its own fused `score`.
+    fn of(r: &Row, score: f64) -> Self {
+        SameEntityRow {
+            id: r.id.clone(),
+            row_type: r.kind().to_string(),
+            url: r.url.clone(),
+            updated_at: time(r.updated_at),
+            score,
+        }
+    }
+}
+
 /// The rows folded into a result.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SameEntity {
@@ -272,8 +285,11 @@ pub fn search_with_vector(
         let filter = seg.text.compile(&searched).map_err(index_error)?;
         // Diff rows rank a commit by BM25 only: their vectors (one per file, each with the
         // message) crowd the dense list (docs/quality.md).
-        let narrower =
-            if by_diff { seg.text.compile(&req.filters).map_err(index_error)? } else { None };
+        let narrower = if by_diff && query_vec.is_some() {
+            seg.text.compile(&req.filters).map_err(index_error)?
+        } else {
+            None
+        };
         let dense_filter = if by_diff { narrower.as_ref() } else { filter.as_ref() };
         let mut sparse = Vec::new();
         let mut dense = Vec::new();
@@ -327,33 +343,30 @@ pub fn search_with_vector(
     }
     let (s_min, s_span) = range_of(&sparse);
     let (d_min, d_span) = range_of(&dense);
-    let fuse =
-        |sparse: Option<(f32, usize)>, dense: Option<(f32, usize)>| match (req.fusion, req.blend) {
+    for c in cands.values_mut() {
+        c.fused = match (req.fusion, req.blend) {
             (Fusion::Rrf, Blend::Rrf { k, w_sparse, w_dense }) => {
-                sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
-                    + dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
+                c.sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
+                    + c.dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
             }
             (Fusion::Rrf, Blend::MinMax { w_dense }) => {
-                (1.0 - w_dense) * sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
-                    + w_dense * dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
+                (1.0 - w_dense) * c.sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
+                    + w_dense * c.dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
             }
-            (Fusion::DenseOnly, _) => dense.map_or(0.0, |(s, _)| s as f64),
-            (Fusion::SparseOnly, _) => sparse.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::DenseOnly, _) => c.dense.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
-    for c in cands.values_mut() {
-        c.fused = fuse(c.sparse, c.dense);
     }
     // Ties break on row id so the same snapshot always gives the same order. Ids come from the
     // mapped id column, and only for candidates whose score another one shares.
     let mut ranked: Vec<(Key, Candidate, String)> =
         cands.into_iter().map(|(key, c)| (key, c, String::new())).collect();
-    let by_score = |a: &Candidate, b: &Candidate| b.fused.total_cmp(&a.fused);
-    ranked.sort_by(|a, b| by_score(&a.1, &b.1));
-    let same = |a: &Candidate, b: &Candidate| a.fused == b.fused;
+    ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused));
     let tied: Vec<bool> = (0..ranked.len())
         .map(|i| {
-            (i > 0 && same(&ranked[i - 1].1, &ranked[i].1))
-                || ranked.get(i + 1).is_some_and(|n| same(&n.1, &ranked[i].1))
+            let f = ranked[i].1.fused;
+            (i > 0 && ranked[i - 1].1.fused == f)
+                || ranked.get(i + 1).is_some_and(|n| n.1.fused == f)
         })
         .collect();
     for (entry, tied) in ranked.iter_mut().zip(tied) {
@@ -362,7 +375,7 @@ pub fn search_with_vector(
         }
     }
     let by_fused = |a: &(Key, Candidate, String), b: &(Key, Candidate, String)| {
-        by_score(&a.1, &b.1).then_with(|| a.2.cmp(&b.2))
+        b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
     };
     ranked.sort_by(by_fused);
     let mut rows = RowCache::new(snap);
@@ -398,7 +411,6 @@ pub fn search_with_vector(
     let mut by_entity: HashMap<EntityKey, usize> = HashMap::new();
     // An entity skipped as a whole (a diff whose commit row is not in the snapshot).
     const DROPPED: usize = usize::MAX;
-    let mut pending_same: Option<SameEntityRow> = None;
     for (key, c, _) in ranked {
         let entity = (key.0, snap.segments[key.0].text.entity_key(key.1).map_err(index_error)?);
         if let Some(&i) = by_entity.get(&entity) {
@@ -412,41 +424,27 @@ pub fn search_with_vector(
             let same =
                 results[i].same_entity.get_or_insert(SameEntity { count: 0, others: Vec::new() });
             same.count += 1;
-            same.others.push(SameEntityRow {
-                id: r.id.clone(),
-                row_type: r.kind().to_string(),
-                url: r.url.clone(),
-                updated_at: time(r.updated_at),
-                score: c.fused,
-            });
+            same.others.push(SameEntityRow::of(r, c.fused));
             continue;
         }
         if req.sort == Sort::Relevance && results.len() == req.top_k {
             continue;
         }
         let mut shown = key;
-        if by_diff && rows.get(key)?.kind() == RowType::Diff {
-            // Show the commit the diff belongs to; an entity without one is not a commit.
-            let r = rows.get(key)?;
+        let mut same_entity = None;
+        let r = rows.get(key)?;
+        if by_diff && r.kind() == RowType::Diff {
+            // Show the commit the diff belongs to, the diff folded under it; an entity without
+            // a commit row is not a commit.
             let commit = row_id(RowType::Commit, &r.repo, &r.entity, 0);
-            match snap.segments[key.0].text.doc_of_id(&commit).map_err(index_error)? {
-                Some(doc) => {
-                    shown = (key.0, doc);
-                    let r = rows.get(key)?;
-                    let diff = SameEntityRow {
-                        id: r.id.clone(),
-                        row_type: r.kind().to_string(),
-                        url: r.url.clone(),
-                        updated_at: time(r.updated_at),
-                        score: c.fused,
-                    };
-                    pending_same = Some(diff);
-                }
-                None => {
-                    by_entity.insert(entity, DROPPED);
-                    continue;
-                }
-            }
+            let Some(doc) = snap.segments[key.0].text.doc_of_id(&commit).map_err(index_error)?
+            else {
+                by_entity.insert(entity, DROPPED);
+                continue;
+            };
+            shown = (key.0, doc);
+            same_entity =
+                Some(SameEntity { count: 1, others: vec![SameEntityRow::of(r, c.fused)] });
         }
         let r = rows.get(shown)?;
         by_entity.insert(entity, results.len());
@@ -471,7 +469,7 @@ pub fn search_with_vector(
             dense_score: c.dense.map(|s| s.0),
             dense_rank: c.dense.map(|s| s.1),
             rerank_score: c.rerank,
-            same_entity: pending_same.take().map(|row| SameEntity { count: 1, others: vec![row] }),
+            same_entity,
         });
     }
     if req.sort != Sort::Relevance {
