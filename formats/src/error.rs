@@ -30,7 +30,7 @@ pub enum FormatError {
     #[error("{what}: {detail}")]
     Schema { what: String, detail: String },
     /// Parquet or Arrow failed reading or writing rows.
-    #[error("rows.parquet at {path}: {source}")]
+    #[error("Parquet file {path}: {source}")]
     Parquet {
         path: PathBuf,
         #[source]

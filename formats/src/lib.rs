@@ -3,6 +3,8 @@
 //!
 //! Each artifact has a writer and a reader here:
 //! - a [`Row`] and `rows.parquet` ([`write_rows`], [`read_rows`]);
+//! - an [`Edge`] (a cross-reference), `edges.parquet` ([`write_edges`], [`read_edges`]) and the
+//!   edge index ([`EdgeIndex`]);
 //! - a segment directory ([`write_segment`], [`Segment::open`]; verified where it enters the
 //!   cache, in [`Store::fetch_segment`]), its
 //!   serving index ([`ServingIndex`]: BM25, filter and sort columns, stored rows), its file
@@ -23,6 +25,7 @@
 //! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
 //! ```
 
+mod edges;
 mod embed;
 mod error;
 mod files;
@@ -39,6 +42,10 @@ mod store;
 mod text;
 mod vectors;
 
+pub use edges::{
+    Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
+    read_edges, write_edges,
+};
 pub use embed::{
     BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, default_model_dir, normalised,
     resolve_model_dir, runtime_library_path,

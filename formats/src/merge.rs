@@ -96,7 +96,7 @@ pub fn merged_id(members: &[ManifestSegment]) -> String {
 }
 
 /// Writes the merged segment of the build segments in `member_dirs` (verified local copies,
-/// in plan order; only their rows.parquet and files.parquet are read) into the empty directory
+/// in plan order; only their rows.parquet, files.parquet and edges.parquet are read) into the empty directory
 /// `dir`. Rows keep their members' order, so the merged segment answers with the same rows.
 pub fn write_merged_segment(
     dir: &Path,
@@ -130,6 +130,7 @@ pub fn write_merged_segment(
         analyzers: Analyzers::current(),
     };
     write_indexes(dir, &input, model.dim)?;
+    crate::edges::merge_edge_indexes(dir, member_dirs)?;
     finish_meta(dir, id.to_string(), String::new(), &input.rows, model.clone(), members, repos)
 }
 

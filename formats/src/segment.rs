@@ -6,6 +6,8 @@
 //!               text/             the serving index: BM25, filter and sort columns, stored
 //!                                 rows (crate::serving), one tantivy segment
 //!               files/            the file store read_span reads (when there are files)
+//!               edges.parquet     cross-references (build segments with edges, crate::edges)
+//!               edges/            the edge index `related` reads (when there are edges)
 //!               vectors.usearch   HNSW over row ordinals
 //!               segment.json      counts, versions, model, sha256 of every file above
 //! ```
@@ -17,6 +19,7 @@ use std::path::{Path, PathBuf};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 
+use crate::edges::{EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, merge_edge_indexes, write_edges};
 use crate::error::FormatError;
 use crate::files::{
     FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_file_store, write_files,
@@ -96,12 +99,14 @@ pub struct SegmentDraft {
 }
 
 /// Sorts `rows` by id (so the same rows give the same bytes and the same segment id) and
-/// writes rows.parquet into the empty directory `dir`.
+/// writes rows.parquet into the empty directory `dir`, with files.parquet and edges.parquet
+/// when there are files or edges.
 pub fn start_segment(
     dir: &Path,
     repo: &str,
     rows: &mut [Row],
     files: &mut [FileText],
+    edges: &mut [Edge],
     model: &ModelIdentity,
 ) -> Result<SegmentDraft, FormatError> {
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
@@ -122,6 +127,13 @@ pub fn start_segment(
         content_sha =
             sha256_hex(format!("{content_sha}\n{}", hash_file(&files_path)?.0).as_bytes());
     }
+    if !edges.is_empty() {
+        // New tags change the edges (shipped_in) and not the rows: the id must follow them.
+        let edges_path = dir.join(EDGES_PARQUET);
+        write_edges(&edges_path, edges)?;
+        content_sha =
+            sha256_hex(format!("{content_sha}\nedges {}", hash_file(&edges_path)?.0).as_bytes());
+    }
     Ok(SegmentDraft {
         dir: dir.to_path_buf(),
         repo: repo.to_string(),
@@ -136,8 +148,9 @@ impl SegmentDraft {
         &self.id
     }
 
-    /// Builds the serving index, the file store and the vector index of `rows` (as sorted by
-    /// [`start_segment`]) and `files`, hashes every file and writes segment.json.
+    /// Builds the serving index, the file store, the edge index and the vector index of
+    /// `rows` (as sorted by [`start_segment`]), `files` and the edges written by
+    /// [`start_segment`], hashes every file and writes segment.json.
     pub fn finish(self, rows: &[Row], files: &[FileText]) -> Result<SegmentMeta, FormatError> {
         let repo = self.repo.clone();
         let indexed = IndexInputs {
@@ -146,6 +159,7 @@ impl SegmentDraft {
             analyzers: Analyzers::current(),
         };
         write_indexes(&self.dir, &indexed, self.model.dim)?;
+        merge_edge_indexes(&self.dir, std::slice::from_ref(&self.dir))?;
         finish_meta(
             &self.dir,
             self.id,
@@ -237,9 +251,10 @@ pub fn write_segment(
     repo: &str,
     rows: &mut [Row],
     files: &mut [FileText],
+    edges: &mut [Edge],
     model: &ModelIdentity,
 ) -> Result<SegmentMeta, FormatError> {
-    start_segment(dir, repo, rows, files, model)?.finish(rows, files)
+    start_segment(dir, repo, rows, files, edges, model)?.finish(rows, files)
 }
 
 /// Joins a relative path from an artifact onto `dir`, refusing anything that could leave it.
@@ -274,6 +289,8 @@ pub struct Segment {
     pub vectors: VectorIndex,
     /// File texts for `read_span`; `None` when the segment indexes no files.
     pub files: Option<FileStore>,
+    /// Cross-references for `related`; `None` when the segment has no edges.
+    pub edges: Option<EdgeIndex>,
     pub dir: PathBuf,
 }
 
@@ -298,7 +315,9 @@ impl Segment {
         let vectors = VectorIndex::open(&dir.join(VECTORS_USEARCH), meta.model.dim, meta.rows)?;
         let files_dir = dir.join(FILES_DIR);
         let files = if files_dir.is_dir() { Some(FileStore::open(&files_dir)?) } else { None };
-        Ok(Segment { meta, text, vectors, files, dir: dir.to_path_buf() })
+        let edges_dir = dir.join(EDGES_DIR);
+        let edges = if edges_dir.is_dir() { Some(EdgeIndex::open(&edges_dir)?) } else { None };
+        Ok(Segment { meta, text, vectors, files, edges, dir: dir.to_path_buf() })
     }
 }
 

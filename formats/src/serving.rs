@@ -625,6 +625,28 @@ impl ServingIndex {
         doc_of_term(seg, &Term::from_field_text(self.f.id, id), &self.path)
     }
 
+    /// Entity keys of this index starting with `prefix` (`commit/1a2b` for a short SHA), at
+    /// most `limit`, from the term dictionary.
+    pub fn entities_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, FormatError> {
+        let Some(seg) = self.segment() else { return Ok(Vec::new()) };
+        let inv = seg.inverted_index(self.f.entity).map_err(self.tv())?;
+        let mut stream =
+            inv.terms().range().ge(prefix.as_bytes()).into_stream().map_err(self.io())?;
+        let mut out = Vec::new();
+        while stream.advance() && out.len() < limit {
+            let key = String::from_utf8_lossy(stream.key()).into_owned();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            out.push(key);
+        }
+        Ok(out)
+    }
+
     /// The stored row of `doc`, without its embedding.
     pub fn row(&self, doc: u32) -> Result<Row, FormatError> {
         let d: TantivyDocument = self.searcher.doc(DocAddress::new(0, doc)).map_err(self.tv())?;

@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
+    BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
     ModelIdentity, Row, Store, cache_dir, read_rows, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
@@ -18,6 +18,7 @@ use indicatif::{MultiProgress, ProgressBar};
 use crate::progress::{bar, spinner};
 
 use crate::config::RepoRules;
+use crate::edges::{ReleaseTags, repo_edges};
 use crate::git;
 use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
@@ -233,6 +234,8 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
 /// texts, and the crawl cursor to save once published.
 pub(crate) struct Crawled {
     pub(crate) rows: Vec<Row>,
+    /// Cross-references of the repository (see [`crate::edges`]).
+    pub(crate) edges: Vec<Edge>,
     pub(crate) files: Vec<FileText>,
     pub(crate) cursor: Option<Cursor>,
 }
@@ -247,14 +250,14 @@ pub(crate) async fn crawl_one(
     report: &mut BuildReport,
     crawl: &ProgressBar,
 ) -> anyhow::Result<Crawled> {
-    let (mut rows, mut files, cursor) = match source {
+    let (mut rows, mut files, cursor, history, web) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
             let content = read_repo(dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
-            (content.rows, content.files, None)
+            (content.rows, content.files, None, content.history, web)
         }
         Source::GitHub => {
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
@@ -307,14 +310,16 @@ pub(crate) async fn crawl_one(
             rows.reverse();
             rows.retain(|r| seen.insert(r.id.clone()));
             crate::local::link_pull_requests(&mut rows);
-            (rows, content.files, Some(api.cursor))
+            (rows, content.files, Some(api.cursor), content.history, web)
         }
     };
-    if let Some(rules) = plan.rules.get(repo) {
-        rows.retain(|r| rules.keeps(r));
-        files.retain(|f| rules.keeps_path(&f.path));
-    }
-    Ok(Crawled { rows, files, cursor })
+    let rules = plan.rules_of(repo);
+    rows.retain(|r| rules.keeps(r));
+    files.retain(|f| rules.keeps_path(&f.path));
+    crawl.set_message(format!("cross-references of {repo}"));
+    let releases = ReleaseTags::of(rules.release_tags.as_ref(), &rows);
+    let edges = repo_edges(repo, web.as_deref(), &rows, &history, &releases);
+    Ok(Crawled { rows, files, edges, cursor })
 }
 
 /// Embeds what changed of one repository's rows, writes its segment and uploads it (unless
@@ -325,6 +330,7 @@ pub(crate) async fn embed_one(
     repo: &str,
     mut rows: Vec<Row>,
     mut files: Vec<FileText>,
+    mut edges: Vec<Edge>,
     previous: Vec<Row>,
     embedder: &Embedder,
     work: &std::path::Path,
@@ -346,7 +352,7 @@ pub(crate) async fn embed_one(
 
     let t = Instant::now();
     let seg_dir = work.join(repo.replace('/', "__"));
-    let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &model)?;
+    let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?;
     let entry = if store.has_segment(draft.id()).await? {
         report.segments_unchanged += 1;
         store.stored_segment_entry(draft.id()).await?.1
@@ -479,6 +485,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                 repo,
                 c.rows,
                 c.files,
+                c.edges,
                 previous,
                 &embedder,
                 work.path(),

@@ -50,6 +50,10 @@ pub struct RepoConfig {
     /// Leave doc comments out of code chunks (for eval sets built from doc comments).
     #[serde(default)]
     pub strip_doc_comments: bool,
+    /// A regular expression naming the tags that are releases (for `shipped_in`), e.g.
+    /// `^fd-v[0-9]`. Default: the crawl's releases when there are any, else `X.Y.Z` and
+    /// `vX.Y.Z` tags.
+    pub release_tags: Option<String>,
 }
 
 /// Files that are never indexed as code: vendored, generated, minified or lock files.
@@ -108,6 +112,8 @@ pub struct RepoRules {
     types: Vec<RowType>,
     exclude_paths: GlobSet,
     pub code: CodeRules,
+    /// Which tags are releases, when hubdex.toml says.
+    pub release_tags: Option<regex::Regex>,
 }
 
 impl Default for RepoRules {
@@ -116,6 +122,7 @@ impl Default for RepoRules {
             types: RowType::ALL.to_vec(),
             exclude_paths: GlobSet::empty(),
             code: CodeRules::default(),
+            release_tags: None,
         }
     }
 }
@@ -147,7 +154,16 @@ impl RepoRules {
         if let Some(max) = c.code_max_file_bytes {
             code.max_file_bytes = max;
         }
-        Ok(RepoRules { types, exclude_paths: b.build()?, code })
+        let release_tags = match &c.release_tags {
+            None => None,
+            Some(p) => Some(regex::Regex::new(p).map_err(|e| {
+                anyhow::anyhow!(
+                    "repos[{}].release_tags: {p:?} is not a valid regular expression: {e}",
+                    c.name
+                )
+            })?),
+        };
+        Ok(RepoRules { types, exclude_paths: b.build()?, code, release_tags })
     }
 
     /// Whether rows of type `t` are kept.

@@ -300,6 +300,28 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
     Ok(())
 }
 
+/// Every tag: its name, the commit it points to (an annotated tag peeled) and git's
+/// `creatordate` (the tagger's date, or the commit's for a lightweight tag).
+pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::edges::Tag>, GitError> {
+    let format =
+        "--format=%(refname:strip=2)%1f%(objectname)%1f%(*objectname)%1f%(creatordate:iso-strict)";
+    let out = run(dir, &["for-each-ref", "refs/tags", format])?;
+    let text = String::from_utf8_lossy(&out);
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(FIELD).collect();
+            let (name, object, peeled, date) = (f.first()?, f.get(1)?, f.get(2)?, f.get(3)?);
+            let commit = if peeled.is_empty() { object } else { peeled };
+            Some(crate::edges::Tag {
+                name: name.to_string(),
+                commit: commit.to_string(),
+                date: parse_time(date),
+            })
+        })
+        .collect())
+}
+
 /// The commit HEAD points at, or `None` in an empty repository.
 pub(crate) fn head(dir: &Path) -> Result<Option<String>, GitError> {
     match run(dir, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]) {

@@ -5,6 +5,7 @@
 mod build;
 pub mod code;
 mod config;
+mod edges;
 mod git;
 pub mod github;
 mod lifecycle;

@@ -10,6 +10,7 @@ use hubdex_formats::{FileText, Row, RowType};
 
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
+use crate::edges::{History, HistoryCommit};
 use crate::git::{self, Commit, GitError};
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
@@ -20,11 +21,13 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: usize = 1 << 20;
 
-/// What a repository yields: its rows, and the full texts of the files they were cut from.
+/// What a repository yields: its rows, the full texts of the files they were cut from, and
+/// what its history says about cross-references (see [`crate::edges`]).
 #[derive(Debug, Default)]
 pub(crate) struct RepoContent {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
+    pub(crate) history: History,
 }
 
 /// Where doc rows come from: the repository itself, or its wiki.
@@ -51,7 +54,14 @@ pub(crate) fn read_repo(
     // written once the whole history is known (their branch is older, so streamed later).
     let mut graph = CommitGraph::new();
     let mut merges: Vec<(usize, Commit)> = Vec::new();
+    let mut history = History::default();
     git::for_each_commit(dir, |c| {
+        history.commits.push(HistoryCommit {
+            sha: c.sha.clone(),
+            parents: c.parents.clone(),
+            message: c.message.clone(),
+            committed_at: c.committed_at,
+        });
         for f in &c.files {
             if let Some(t) = c.committed_at {
                 last_change.entry(f.clone()).or_insert(t);
@@ -84,15 +94,16 @@ pub(crate) fn read_repo(
             rows[at] = commit_row(repo, web, &c, &merged_by(&graph, &mainline, &c));
         }
     }
-    let history = rows.len();
-    let mut content = RepoContent { rows, files: Vec::new() };
+    history.tags = git::tags(dir)?;
+    let written = rows.len();
+    let mut content = RepoContent { rows, files: Vec::new(), history };
     let Some(tree) = head_tree(dir)? else { return Ok(content) };
     read_docs(dir, &tree, repo, web, DocSource::Repo, &last_change, &mut content)?;
-    let docs = content.rows.len() - history;
+    let docs = content.rows.len() - written;
     if rules.wants(RowType::Code) {
         read_code(dir, &tree, repo, web, rules, &last_change, &mut content)?;
     }
-    let code = content.rows.len() - history - docs;
+    let code = content.rows.len() - written - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
 }

@@ -1,5 +1,5 @@
 //! The build as three stages a workflow can run on different machines, sharded:
-//! `crawl` (rows without vectors to `staging/<run>/crawl/`), `embed` (vectors, segments
+//! `crawl` (rows without vectors, files and edges to `staging/<run>/crawl/`), `embed` (vectors, segments
 //! uploaded, entries to `staging/<run>/segments/`), `publish` (verify every staged segment,
 //! write the manifest, move LATEST, save cursors, consume the delta queue it covered).
 
@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hubdex_formats::{
-    FileText, ManifestSegment, Row, read_files, read_rows, sha256_hex, write_files, write_rows,
+    EDGES_PARQUET, FileText, ManifestSegment, Row, read_edges, read_files, read_rows, sha256_hex,
+    write_edges, write_files, write_rows,
 };
 use indicatif::MultiProgress;
 use serde::{Deserialize, Serialize};
@@ -93,8 +94,9 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         std::fs::create_dir_all(&dir)?;
         write_rows(&dir.join("rows.parquet"), &c.rows, 0)?;
         write_files(&dir.join("files.parquet"), &c.files)?;
+        write_edges(&dir.join(EDGES_PARQUET), &mut c.edges)?;
         let prefix = format!("staging/{run}/crawl/{}", slug(repo));
-        for name in ["rows.parquet", "files.parquet"] {
+        for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
             plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
         }
         // The queue entries this run will cover are the ones pending when it crawled.
@@ -165,7 +167,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         let prefix = format!("staging/{run}/crawl/{}", slug(&staged.repo));
         let dir = work.path().join(format!("in-{}", slug(&staged.repo)));
         std::fs::create_dir_all(&dir)?;
-        for name in ["rows.parquet", "files.parquet"] {
+        for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
             let bytes = store
                 .get_opt(&format!("{prefix}/{name}"))
                 .await?
@@ -174,6 +176,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         }
         let rows: Vec<Row> = read_rows(&dir.join("rows.parquet"), false)?;
         let files: Vec<FileText> = read_files(&dir.join("files.parquet"))?;
+        let edges = read_edges(&dir.join(EDGES_PARQUET))?;
         let previous =
             previous_rows(&store, &opts.cache, prev.as_ref(), &staged.repo, &model.model_sha256)
                 .await?;
@@ -183,6 +186,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             &staged.repo,
             rows,
             files,
+            edges,
             previous,
             &embedder,
             work.path(),

@@ -12,7 +12,7 @@ pub enum ToolError {
     #[error("{0}")]
     Unavailable(String),
     /// No tool has this name.
-    #[error("unknown tool {0:?}; tools: search, scan, fetch, read_span, index_stats")]
+    #[error("unknown tool {0:?}; tools: search, scan, fetch, read_span, related, index_stats")]
     UnknownTool(String),
 }
 

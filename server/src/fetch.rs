@@ -43,6 +43,12 @@ pub struct FetchItem {
     pub content_chars: i64,
     /// Whether `content` was cut at the index's limit (8000 chars).
     pub content_truncated: bool,
+    /// Commits, pull requests and issues: the first release that shipped them, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_release: Option<crate::related::ReleaseRef>,
+    /// Commits, pull requests and issues: their edges per kind (`related` lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edges: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 /// The answer of a fetch.
@@ -84,6 +90,11 @@ pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> Result<FetchAnswer, ToolErr
             not_found.push(id.clone());
             continue;
         };
+        let summary = if crate::related::summarised(r.kind()) {
+            Some(crate::related::summary(snap, &r.repo, &r.entity)?)
+        } else {
+            None
+        };
         results.push(FetchItem {
             id: r.id.clone(),
             row_type: r.kind().to_string(),
@@ -108,6 +119,8 @@ pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> Result<FetchAnswer, ToolErr
             content: r.body.clone(),
             content_chars: r.body_chars,
             content_truncated: r.truncated,
+            first_release: summary.as_ref().and_then(|s| s.first_release.clone()),
+            edges: summary.map(|s| s.edges),
         });
     }
     Ok(FetchAnswer { snapshot: snap.id().to_string(), count: results.len(), results, not_found })

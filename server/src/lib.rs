@@ -11,6 +11,7 @@ mod filter;
 mod http;
 mod mcp;
 mod metrics;
+mod related;
 mod scan;
 mod search;
 mod snapshot;
@@ -26,6 +27,10 @@ pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
 pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
+pub use related::{
+    EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
+    related,
+};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,

@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{Device, Embedder, Reranker, Store};
 use hubdex_server::{
-    AppState, Blend, HttpOptions, HubdexMcp, Mode, WebhookConfig, call_tool_via, default_cache,
-    load_eval, open_snapshot, render_table, run_eval, serve_http,
+    AppState, Blend, HttpOptions, HubdexMcp, Mode, RelatedRequest, WebhookConfig, call_tool_via,
+    default_cache, load_eval, open_snapshot, related, render_table, render_text, run_eval,
+    serve_http,
 };
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
@@ -68,6 +69,34 @@ enum Command {
         /// Rerank the top candidates with the --rerank-model cross-encoder.
         #[arg(long)]
         rerank: bool,
+    },
+    /// The cross-references of an issue, PR, commit, release or file (the `related` tool):
+    /// e.g. `hubdex related commit/1a2b3c4`, `hubdex related https://github.com/o/r/issues/12`.
+    Related {
+        /// A row id, an entity (issue/123, #123, commit/<sha>, release/<tag>, file/<path>) or a
+        /// GitHub URL.
+        id: String,
+        /// owner/name, when the snapshot holds more than one repository.
+        #[arg(long)]
+        repo: Option<String>,
+        /// Only these kinds (repeatable): closes, mentions, reverts, pull_request_of,
+        /// shipped_in, changed_in.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
+        /// out, in or both.
+        #[arg(long, default_value = "both")]
+        direction: String,
+        #[arg(long, default_value_t = 1)]
+        depth: i64,
+        /// Edges listed per kind and direction.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// Answer from exactly this snapshot.
+        #[arg(long)]
+        snapshot: Option<String>,
+        /// Print the JSON answer the MCP related tool returns.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure retrieval quality on judged queries (JSON lines: {query, relevant, repo?}):
     /// recall@k, MRR@k, nDCG@10 and latency for sparse_only, dense_only, rrf (and rrf+rerank
@@ -304,6 +333,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&json!({"k": k, "modes": reports}))?);
             } else {
                 print!("{}", render_table(&reports, k));
+            }
+            Ok(())
+        }
+        Command::Related { id, repo, kinds, direction, depth, limit, snapshot, json } => {
+            let mut args = Map::new();
+            args.insert("id".into(), json!(id));
+            args.insert("direction".into(), json!(direction));
+            args.insert("depth".into(), json!(depth));
+            args.insert("limit".into(), json!(limit));
+            if !kinds.is_empty() {
+                args.insert("kinds".into(), json!(kinds));
+            }
+            if let Some(r) = repo {
+                args.insert("repo".into(), json!(r));
+            }
+            // No model needed: related reads edges and stored rows only.
+            let req = RelatedRequest::from_args(&args)?;
+            let cache = cli.cache.clone().unwrap_or_else(default_cache);
+            let snap = open_snapshot(&store, &cache, snapshot.as_deref()).await?;
+            let answer = serde_json::to_value(related(&snap, &req)?)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                print!("{}", render_text("related", &answer));
             }
             Ok(())
         }

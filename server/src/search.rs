@@ -203,6 +203,15 @@ pub struct SearchResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank_score: Option<f32>,
     pub same_entity: Option<SameEntity>,
+    /// The entity (aggregation key); not part of the answer.
+    #[serde(skip)]
+    pub entity: String,
+    /// Commits, pull requests and issues: the first release that shipped them, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_release: Option<crate::related::ReleaseRef>,
+    /// Commits, pull requests and issues: their edges per kind (`related` lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edges: Option<std::collections::BTreeMap<String, usize>>,
 }
 
 /// The answer of a search.
@@ -470,6 +479,9 @@ pub fn search_with_vector(
             dense_rank: c.dense.map(|s| s.1),
             rerank_score: c.rerank,
             same_entity,
+            entity: r.entity.clone(),
+            first_release: None,
+            edges: None,
         });
     }
     if req.sort != Sort::Relevance {
@@ -480,6 +492,15 @@ pub fn search_with_vector(
         };
         results.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| b.score.total_cmp(&a.score)));
         results.truncate(req.top_k);
+    }
+    for r in &mut results {
+        let kind: RowType =
+            r.row_type.parse().map_err(|e| ToolError::Unavailable(format!("{e}")))?;
+        if crate::related::summarised(kind) {
+            let s = crate::related::summary(snap, &r.repo, &r.entity)?;
+            r.first_release = s.first_release;
+            r.edges = Some(s.edges);
+        }
     }
     Ok(SearchAnswer {
         snapshot: snap.id().to_string(),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::args::{Args, ToolError};
 use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
 use crate::filter::STATES;
+use crate::related::{DEFAULT_LIMIT, KIND_NAMES, RelatedRequest, related};
 use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
 use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
 use crate::snapshot::OpenSnapshot;
@@ -102,7 +103,8 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             description: "Hybrid search (BM25 + embeddings, fused by reciprocal rank) over the indexed repositories: \
                 issues, pull requests, comments, reviews, releases, docs, commits and code. Results are distinct \
                 entities; other matching rows of the same entity fold into `same_entity`. Snippets are short: use \
-                `fetch` for a result's stored text and `read_span` for exact file lines.",
+                `fetch` for a result's stored text and `read_span` for exact file lines. Commit, pull request and \
+                issue results carry `first_release` and `edges` (cross-references per kind): call `related` for them.",
             input_schema: object_schema(search_props, &["query"]),
         },
         ToolSpec {
@@ -118,7 +120,8 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             title: "Fetch rows by id",
             description: "The stored text of up to 50 rows by id (ids come from search and scan). Unknown ids are listed \
                 in `not_found`; the rest are returned. The text is the index copy (`content_source: index`), cut at \
-                8000 chars (`content_truncated`).",
+                8000 chars (`content_truncated`). Commits, pull requests and issues carry `first_release` and `edges` \
+                counts, as in search.",
             input_schema: object_schema(
                 json!({"ids": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_IDS}],
                     "description": "One row id or a list of 1 to 50."}})
@@ -145,6 +148,38 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 .expect("object")
                 .clone(),
                 &["repo", "path"],
+            ),
+        },
+        ToolSpec {
+            name: "related",
+            title: "Cross-references and releases",
+            description: "What an issue, pull request, commit, release or file is connected to: which commit or PR \
+                closes an issue, what a commit reverts, the PR a commit came in through, which release first shipped \
+                a commit (and so the issues and PRs it fixed), who mentions what, and the commits that changed a file. \
+                Use it for 'which PR fixed #123', 'what did this commit revert', 'which release shipped the fix'. \
+                Edges are grouped by kind and direction (out: this entity states it; in: another does), each with the \
+                other end and the phrase that states it; entities only referenced (an issue of a repository indexed \
+                from git alone) answer too.",
+            input_schema: object_schema(
+                json!({
+                    "id": {"type": "string", "minLength": 1, "maxLength": 2000,
+                        "description": "A row id (from search, scan or fetch), an entity (issue/123, #123, pull/123, owner/name#123, commit/<sha or 7+ char prefix>, release/<tag>, file/<path>) or a GitHub URL of an issue, pull request, commit, release or file."},
+                    "repo": {"type": "string", "description": "owner/name: needed with an entity id when the snapshot holds more than one repository."},
+                    "kinds": {"anyOf": [
+                        {"type": "string", "enum": KIND_NAMES},
+                        {"type": "array", "items": {"type": "string", "enum": KIND_NAMES}, "minItems": 1}],
+                        "description": "Only these kinds (default all): closes, mentions, reverts, pull_request_of, shipped_in, changed_in (a file's commits)."},
+                    "direction": {"type": "string", "enum": ["out", "in", "both"], "default": "both",
+                        "description": "out: edges this entity states; in: edges to it; both."},
+                    "depth": {"type": "integer", "minimum": 1, "maximum": 2, "default": 1,
+                        "description": "2 also lists a few edges of each listed end (e.g. issue -> closing commit -> its release)."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::related::MAX_LIMIT, "default": DEFAULT_LIMIT,
+                        "description": "Edges listed per kind and direction; `count` says how many exist."}
+                })
+                .as_object()
+                .expect("object")
+                .clone(),
+                &["id"],
             ),
         },
         ToolSpec {
@@ -213,6 +248,11 @@ pub async fn call_tool(
             let req = SpanRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             to_value(serde_json::to_value(read_span(&snap, &req)?))
+        }
+        "related" => {
+            let req = RelatedRequest::from_args(args)?;
+            let snap = state.snapshot(req.snapshot.as_deref()).await?;
+            to_value(serde_json::to_value(related(&snap, &req)?))
         }
         "index_stats" => {
             let a = Args::new(args, &["snapshot"])?;
@@ -322,6 +362,48 @@ pub fn render_text(tool: &str, v: &Value) -> String {
                     "not found: {}\n",
                     nf.iter().map(s).collect::<Vec<_>>().join(", ")
                 ));
+            }
+        }
+        "related" => {
+            let e = &v["entity"];
+            out.push_str(&format!(
+                "{} {} [{}] {} (snapshot {snap})\n",
+                s(&e["repo"]),
+                s(&e["entity"]),
+                s(&e["type"]),
+                s(&e["title"])
+            ));
+            if let Some(u) = e["url"].as_str() {
+                out.push_str(&format!("{u}\n"));
+            }
+            if let Some(r) = v["first_release"].as_object() {
+                out.push_str(&format!(
+                    "first release: {} ({})\n",
+                    r["tag"].as_str().unwrap_or(""),
+                    r["evidence"].as_str().unwrap_or("")
+                ));
+            }
+            for g in v["groups"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{} ({}, {} of {}):\n",
+                    s(&g["kind"]),
+                    s(&g["direction"]),
+                    g["edges"].as_array().map_or(0, Vec::len),
+                    g["count"]
+                ));
+                for e in g["edges"].as_array().into_iter().flatten() {
+                    let title = e["title"].as_str().unwrap_or("");
+                    out.push_str(&format!(
+                        "  {} {} [{}] {title}\n    \"{}\"\n",
+                        s(&e["repo"]),
+                        s(&e["entity"]),
+                        s(&e["type"]),
+                        s(&e["evidence"])
+                    ));
+                }
+            }
+            if v["groups"].as_array().is_none_or(|g| g.is_empty()) {
+                out.push_str("no cross-references\n");
             }
         }
         "read_span" => {

@@ -13,6 +13,7 @@ mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
 mod quality;
+mod related;
 mod reliability;
 mod serving;
 mod stages;

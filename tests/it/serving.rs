@@ -110,7 +110,7 @@ async fn publish(
             })
             .collect();
         let dir = work.path().join(repo.replace('/', "_"));
-        write_segment(&dir, repo, &mut rows, &mut [], &model.model).unwrap();
+        write_segment(&dir, repo, &mut rows, &mut [], &mut [], &model.model).unwrap();
         entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
     }
     let n = store.snapshots().await.unwrap().len();

@@ -73,6 +73,9 @@ pub(crate) struct Branch {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct PullRequest {
     pub merged_at: Option<DateTime<Utc>>,
+    /// The commit a merged pull request landed as (a merge, squash or rebase commit).
+    #[serde(default)]
+    pub merge_commit_sha: Option<String>,
     #[serde(default)]
     pub draft: Option<bool>,
     pub base: Branch,
@@ -170,6 +173,8 @@ pub(crate) fn thread_rows(
         head.draft = p.draft;
         head.base_ref = Some(p.base.name.clone());
         head.head_ref = Some(p.head.name.clone());
+        // The commit it landed as: the `pull_request_of` edge the crawl states.
+        head.commit_sha = p.merge_commit_sha.clone().filter(|_| p.merged_at.is_some());
     }
     let body = issue.body.clone().unwrap_or_default();
     head.refs = find_refs(&body);

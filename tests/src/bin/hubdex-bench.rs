@@ -184,7 +184,7 @@ async fn prepare(
         let t = Instant::now();
         let dir = work.join(format!("seg{s}"));
         let _ = std::fs::remove_dir_all(&dir);
-        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &base_manifest.model)?;
+        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &mut [], &base_manifest.model)?;
         bytes += meta.files.iter().map(|f| f.bytes).sum::<u64>();
         entries.push(store.upload_segment(&dir, |_| {}).await?);
         std::fs::remove_dir_all(&dir)?;

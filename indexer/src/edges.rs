@@ -1,0 +1,583 @@
+//! The cross-references of one repository (see `hubdex_formats::Edge`): built from its rows
+//! and its git history once per build, so an incremental build recomputes them with the rows
+//! it rewrites and `shipped_in` follows the tags as they are now.
+//!
+//! - `closes`: GitHub's closing keywords in commit messages and pull request descriptions;
+//! - `reverts`: "This reverts commit <sha>", else a `Revert "<subject>"` subject (the newest
+//!   earlier commit with that subject, so a revert of a revert finds the revert);
+//! - `pull_request_of`: "Merge pull request #N", a squash subject ending in `(#N)`, and the
+//!   merge commit the crawl gives a merged pull request;
+//! - `mentions`: every other `#N`, `owner/repo#N`, issue / PR / commit / release URL and commit
+//!   SHA (a SHA only when it names a commit of this repository);
+//! - `shipped_in`: a commit to the first release (by tag date) whose tag contains it; an issue
+//!   or pull request to the earliest release of the commits that close or merge it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use hubdex_formats::{Edge, EdgeKind, Row, RowType, row_id};
+use regex::Regex;
+
+use crate::refs::find_refs;
+
+/// What the git history says that edges need: every commit's parents and whole message, and
+/// the tags.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct History {
+    pub(crate) commits: Vec<HistoryCommit>,
+    pub(crate) tags: Vec<Tag>,
+}
+
+/// One commit of [`History`].
+#[derive(Debug, Clone)]
+pub(crate) struct HistoryCommit {
+    pub(crate) sha: String,
+    pub(crate) parents: Vec<String>,
+    pub(crate) message: String,
+    pub(crate) committed_at: Option<DateTime<Utc>>,
+}
+
+/// One tag: its name, the commit it points to (peeled) and its date (the tagger's for an
+/// annotated tag, the commit's for a lightweight one: git's `creatordate`).
+#[derive(Debug, Clone)]
+pub(crate) struct Tag {
+    pub(crate) name: String,
+    pub(crate) commit: String,
+    pub(crate) date: Option<DateTime<Utc>>,
+}
+
+/// Tags that version the repository itself: `1.2`, `1.2.3`, `v1.2.3`, `v1.2.3-rc.1`; not a
+/// sub-package's `name-1.2.3`.
+static VERSION_TAG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^v?[0-9]+(\.[0-9]+){1,3}([-+][0-9A-Za-z.+-]+)?$").expect("a valid regex")
+});
+
+/// GitHub's closing keywords followed by what they close.
+static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?[ \t]+(#[0-9]+|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+|https?://\S+/issues/[0-9]+)",
+    )
+    .expect("a valid regex")
+});
+
+/// `This reverts commit <sha>` (git revert's line).
+static REVERTS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bthis reverts commit ([0-9a-f]{7,40})\b").expect("a valid regex")
+});
+
+/// Which tags are releases, by the rule a repository's config or its crawl gives.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum ReleaseTags {
+    /// The repository's `X.Y.Z` / `vX.Y.Z` tags (no crawled releases, no pattern).
+    #[default]
+    Versions,
+    /// The tags of these releases (the crawl's).
+    Named(HashSet<String>),
+    /// Tags matching `release_tags` in hubdex.toml.
+    Pattern(Regex),
+}
+
+impl ReleaseTags {
+    /// The rule for a repository: its pattern when it has one, else its crawled releases when
+    /// there are any, else version tags.
+    pub(crate) fn of(pattern: Option<&Regex>, rows: &[Row]) -> ReleaseTags {
+        if let Some(p) = pattern {
+            return ReleaseTags::Pattern(p.clone());
+        }
+        let named: HashSet<String> = rows
+            .iter()
+            .filter(|r| r.kind() == RowType::Release && r.state.as_deref() != Some("draft"))
+            .filter_map(|r| r.tag.clone())
+            .collect();
+        if named.is_empty() { ReleaseTags::Versions } else { ReleaseTags::Named(named) }
+    }
+
+    fn is_release(&self, tag: &str) -> bool {
+        match self {
+            ReleaseTags::Versions => VERSION_TAG.is_match(tag),
+            ReleaseTags::Named(n) => n.contains(tag),
+            ReleaseTags::Pattern(p) => p.is_match(tag),
+        }
+    }
+}
+
+/// Where an entity of `repo` is on the web, given this repository's web address `web`
+/// (`https://github.com/o/r` or a GitHub Enterprise one).
+fn url_of(web: Option<&str>, this_repo: &str, repo: &str, entity: &str) -> Option<String> {
+    let base = web?.strip_suffix(this_repo)?.trim_end_matches('/');
+    let (kind, rest) = entity.split_once('/')?;
+    let path = match kind {
+        "issue" => format!("issues/{rest}"),
+        "commit" => format!("commit/{rest}"),
+        "release" => format!("releases/tag/{rest}"),
+        "file" => format!("blob/HEAD/{rest}"),
+        _ => return None,
+    };
+    Some(format!("{base}/{repo}/{path}"))
+}
+
+/// The commits of the history by SHA, for resolving full and abbreviated SHAs.
+struct Shas {
+    sorted: Vec<String>,
+}
+
+impl Shas {
+    fn new(history: &History) -> Shas {
+        let mut sorted: Vec<String> = history.commits.iter().map(|c| c.sha.clone()).collect();
+        sorted.sort();
+        Shas { sorted }
+    }
+
+    /// The one commit whose SHA starts with `prefix` (7 to 40 hex digits).
+    fn resolve(&self, prefix: &str) -> Option<&str> {
+        let prefix = prefix.to_ascii_lowercase();
+        let i = self.sorted.partition_point(|s| s.as_str() < prefix.as_str());
+        let first = self.sorted.get(i).filter(|s| s.starts_with(&prefix))?;
+        let unique = self.sorted.get(i + 1).is_none_or(|s| !s.starts_with(&prefix));
+        unique.then_some(first.as_str())
+    }
+}
+
+/// The entity a reference names: (repository, entity). `#N` and issue or pull URLs give
+/// `issue/N`; a SHA gives `commit/<full sha>` when it is one of this repository's commits.
+fn resolve_ref(r: &str, repo: &str, shas: &Shas) -> Option<(String, String)> {
+    if let Some(n) = r.strip_prefix('#') {
+        return Some((repo.to_string(), format!("issue/{n}")));
+    }
+    if let Some(rest) = r.strip_prefix("https://").or_else(|| r.strip_prefix("http://")) {
+        let path = rest.split(['#', '?']).next()?;
+        let parts: Vec<&str> = path.split('/').collect();
+        let (other, kind) = (format!("{}/{}", parts.get(1)?, parts.get(2)?), *parts.get(3)?);
+        let id = *parts.get(4)?;
+        let entity = match kind {
+            "issues" | "pull" if id.chars().all(|c| c.is_ascii_digit()) && !id.is_empty() => {
+                format!("issue/{id}")
+            }
+            "commit" | "commits" if id.len() >= 7 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
+                let full = if other == repo { shas.resolve(id)? } else { id };
+                format!("commit/{}", full.to_ascii_lowercase())
+            }
+            "releases" if id == "tag" => format!("release/{}", parts.get(5)?),
+            _ => return None,
+        };
+        return Some((other, entity));
+    }
+    if let Some((other, n)) = r.split_once('#') {
+        return Some((other.to_string(), format!("issue/{n}")));
+    }
+    shas.resolve(r).map(|full| (repo.to_string(), format!("commit/{full}")))
+}
+
+/// The line of `text` holding byte offset `at`, trimmed and cut to about 200 chars around it.
+fn phrase_at(text: &str, at: usize) -> String {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let line = text[start..end].trim();
+    if line.chars().count() <= 200 {
+        return line.to_string();
+    }
+    let skip = text[start..at].chars().count().saturating_sub(80);
+    let cut: String = line.chars().skip(skip).take(200).collect();
+    format!("…{}…", cut.trim())
+}
+
+/// The phrase of `text` that mentions `r` (the first line holding it).
+fn phrase_of(text: &str, r: &str) -> String {
+    text.find(r).map_or_else(|| r.to_string(), |at| phrase_at(text, at))
+}
+
+/// Edges of one repository, deduplicated: one per (kind, source, target), the first evidence.
+struct EdgeSet<'a> {
+    repo: &'a str,
+    web: Option<&'a str>,
+    seen: HashSet<(EdgeKind, String, String, String)>,
+    edges: Vec<Edge>,
+}
+
+impl<'a> EdgeSet<'a> {
+    fn add(
+        &mut self,
+        kind: EdgeKind,
+        source: &str,
+        target: (String, String),
+        evidence_id: Option<&str>,
+        evidence: String,
+    ) {
+        let (target_repo, target) = target;
+        if target_repo == self.repo && target == source {
+            return;
+        }
+        if self.seen.insert((kind, source.to_string(), target_repo.clone(), target.clone())) {
+            self.edges.push(Edge {
+                kind,
+                source_repo: self.repo.to_string(),
+                source: source.to_string(),
+                target_url: url_of(self.web, self.repo, &target_repo, &target),
+                target_repo,
+                target,
+                evidence_id: evidence_id.map(str::to_string),
+                evidence,
+            });
+        }
+    }
+
+    fn has(&self, kind: EdgeKind, source: &str, target: &(String, String)) -> bool {
+        self.seen.contains(&(kind, source.to_string(), target.0.clone(), target.1.clone()))
+    }
+}
+
+/// The number a squash subject (`… (#12)`) or a GitHub merge subject ("Merge pull request #12
+/// from …") names.
+fn pull_request_number(subject: &str) -> Option<u64> {
+    if let Some(rest) = subject.strip_prefix("Merge pull request #") {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        return digits.parse().ok();
+    }
+    subject.trim_end().strip_suffix(')')?.rsplit_once("(#")?.1.parse().ok()
+}
+
+/// Every edge of `repo`, from its final `rows` (after the repository's rules) and `history`.
+/// `web` is the repository's web address (edge URLs); `releases` says which tags are releases.
+pub(crate) fn repo_edges(
+    repo: &str,
+    web: Option<&str>,
+    rows: &[Row],
+    history: &History,
+    releases: &ReleaseTags,
+) -> Vec<Edge> {
+    let shas = Shas::new(history);
+    let ids: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let commit_row = |sha: &str| {
+        let id = row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0);
+        ids.contains(id.as_str()).then_some(id)
+    };
+    let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
+
+    // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins.
+    let mut by_subject: HashMap<&str, Vec<(Option<DateTime<Utc>>, &str)>> = HashMap::new();
+    for c in &history.commits {
+        let subject = c.message.lines().next().unwrap_or("").trim();
+        by_subject.entry(subject).or_default().push((c.committed_at, &c.sha));
+    }
+
+    for c in &history.commits {
+        let source = format!("commit/{}", c.sha);
+        let evidence_id = commit_row(&c.sha);
+        let evidence_id = evidence_id.as_deref();
+        let msg = &c.message;
+        let subject = msg.lines().next().unwrap_or("").trim();
+        for m in CLOSING.captures_iter(msg) {
+            let whole = m.get(0).expect("group 0");
+            if let Some(t) = resolve_ref(&m[1], repo, &shas).filter(|t| t.1.starts_with("issue/")) {
+                set.add(EdgeKind::Closes, &source, t, evidence_id, phrase_at(msg, whole.start()));
+            }
+        }
+        let reverted = REVERTS.captures(msg).and_then(|m| {
+            let full = shas.resolve(&m[1])?;
+            Some((full.to_string(), phrase_at(msg, m.get(0)?.start())))
+        });
+        let reverted = reverted.or_else(|| {
+            let inner = subject.strip_prefix("Revert \"")?.strip_suffix('"')?;
+            let candidates = by_subject.get(inner)?;
+            let (_, sha) = candidates
+                .iter()
+                .filter(|(t, sha)| {
+                    *sha != c.sha && (c.committed_at.is_none() || *t <= c.committed_at)
+                })
+                .max_by_key(|(t, _)| *t)?;
+            Some((sha.to_string(), subject.to_string()))
+        });
+        if let Some((sha, phrase)) = reverted {
+            set.add(
+                EdgeKind::Reverts,
+                &source,
+                (repo.to_string(), format!("commit/{sha}")),
+                evidence_id,
+                phrase,
+            );
+        }
+        if let Some(n) = pull_request_number(subject) {
+            set.add(
+                EdgeKind::PullRequestOf,
+                &source,
+                (repo.to_string(), format!("issue/{n}")),
+                evidence_id,
+                subject.to_string(),
+            );
+        }
+        mentions(&mut set, &source, evidence_id, msg, repo, &shas);
+    }
+
+    // Threads, releases and docs: closing keywords in a pull request's description, the merge
+    // commit the crawl gives, and what every row mentions.
+    let mut rows_sorted: Vec<&Row> =
+        rows.iter().filter(|r| !matches!(r.kind(), RowType::Commit | RowType::Diff)).collect();
+    // The thread's own row states an edge before its comments do.
+    rows_sorted.sort_by(|a, b| {
+        (!is_head(a), a.created_at, &a.id).cmp(&(!is_head(b), b.created_at, &b.id))
+    });
+    for r in rows_sorted {
+        if r.kind() == RowType::PullRequest && r.chunk_index == 0 {
+            for m in CLOSING.captures_iter(&r.body) {
+                let whole = m.get(0).expect("group 0");
+                if let Some(t) =
+                    resolve_ref(&m[1], repo, &shas).filter(|t| t.1.starts_with("issue/"))
+                {
+                    set.add(
+                        EdgeKind::Closes,
+                        &r.entity,
+                        t,
+                        Some(&r.id),
+                        phrase_at(&r.body, whole.start()),
+                    );
+                }
+            }
+            if let (Some(sha), Some("merged")) = (&r.commit_sha, r.state.as_deref()) {
+                set.add(
+                    EdgeKind::PullRequestOf,
+                    &format!("commit/{sha}"),
+                    (repo.to_string(), r.entity.clone()),
+                    Some(&r.id),
+                    format!("merged as {}", &sha[..sha.len().min(12)]),
+                );
+            }
+        }
+        mentions(&mut set, &r.entity, Some(&r.id), &r.body, repo, &shas);
+    }
+
+    shipped_in(&mut set, history, releases, &commit_row);
+    set.edges
+}
+
+/// A release (its position among the release tags), how an entity reached it, and the row
+/// that says so.
+type Shipped = (usize, String, Option<String>);
+
+/// Keeps the earlier of `offered` and what `best` holds for `target`.
+fn offer(best: &mut HashMap<String, Shipped>, target: &str, offered: Shipped) {
+    match best.get(target) {
+        Some(held) if held.0 <= offered.0 => {}
+        _ => {
+            best.insert(target.to_string(), offered);
+        }
+    }
+}
+
+fn is_head(r: &Row) -> bool {
+    matches!(r.kind(), RowType::Issue | RowType::PullRequest | RowType::Release)
+        && r.chunk_index == 0
+}
+
+/// `mentions` edges for every reference in `text` that no stronger edge of `source` states.
+fn mentions(
+    set: &mut EdgeSet<'_>,
+    source: &str,
+    evidence_id: Option<&str>,
+    text: &str,
+    repo: &str,
+    shas: &Shas,
+) {
+    for r in find_refs(text) {
+        let Some(t) = resolve_ref(&r, repo, shas) else { continue };
+        let stronger = [EdgeKind::Closes, EdgeKind::Reverts, EdgeKind::PullRequestOf]
+            .iter()
+            .any(|k| set.has(*k, source, &t));
+        if !stronger {
+            set.add(EdgeKind::Mentions, source, t, evidence_id, phrase_of(text, &r));
+        }
+    }
+}
+
+/// `shipped_in` edges: each commit to the first release (by tag date, then name) whose tag
+/// contains it; each issue or pull request to the earliest release of the commits that close
+/// or merge it (through a pull request that closes it, too).
+fn shipped_in(
+    set: &mut EdgeSet<'_>,
+    history: &History,
+    releases: &ReleaseTags,
+    commit_row: &dyn Fn(&str) -> Option<String>,
+) {
+    let repo = set.repo.to_string();
+    let index: HashMap<&str, usize> =
+        history.commits.iter().enumerate().map(|(i, c)| (c.sha.as_str(), i)).collect();
+    let mut tags: Vec<&Tag> = history
+        .tags
+        .iter()
+        .filter(|t| releases.is_release(&t.name) && index.contains_key(t.commit.as_str()))
+        .collect();
+    tags.sort_by(|a, b| (a.date, &a.name).cmp(&(b.date, &b.name)));
+    // Walking tags oldest first and stopping at commits already given a release is exact:
+    // a commit's ancestors are all in every tag that contains it.
+    let mut release_of: Vec<Option<usize>> = vec![None; history.commits.len()];
+    for (ti, tag) in tags.iter().enumerate() {
+        let mut stack = vec![index[tag.commit.as_str()]];
+        while let Some(i) = stack.pop() {
+            if release_of[i].is_some() {
+                continue;
+            }
+            release_of[i] = Some(ti);
+            for p in &history.commits[i].parents {
+                if let Some(&pi) = index.get(p.as_str()) {
+                    stack.push(pi);
+                }
+            }
+        }
+    }
+    let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].name));
+    let short = |sha: &str| sha[..sha.len().min(12)].to_string();
+    for (i, c) in history.commits.iter().enumerate() {
+        if let Some(ti) = release_of[i] {
+            let date = tags[ti].date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
+            let evidence = format!("tag {}{date} contains {}", tags[ti].name, short(&c.sha));
+            set.add(
+                EdgeKind::ShippedIn,
+                &format!("commit/{}", c.sha),
+                release(ti),
+                commit_row(&c.sha).as_deref(),
+                evidence,
+            );
+        }
+    }
+    // Issues and pull requests: the earliest release of what closes or merges them.
+    let commit_release = |entity: &str| {
+        let sha = entity.strip_prefix("commit/")?;
+        release_of[*index.get(sha)?]
+    };
+    let mut best: HashMap<String, Shipped> = HashMap::new();
+    for e in set.edges.iter().filter(|e| e.target_repo == repo) {
+        if matches!(e.kind, EdgeKind::PullRequestOf | EdgeKind::Closes)
+            && let Some(ti) = commit_release(&e.source)
+        {
+            let via = format!("via commit {}", short(e.source.trim_start_matches("commit/")));
+            offer(&mut best, &e.target, (ti, via, e.evidence_id.clone()));
+        }
+    }
+    // A pull request that closes an issue ships it when the pull request ships.
+    let pulls: HashMap<String, usize> = best.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+    for e in set.edges.iter().filter(|e| e.kind == EdgeKind::Closes && e.target_repo == repo) {
+        if let Some(&ti) = pulls.get(&e.source) {
+            let via = format!("via {}", e.source.replace("issue/", "#"));
+            offer(&mut best, &e.target, (ti, via, e.evidence_id.clone()));
+        }
+    }
+    let mut inherited: Vec<(String, Shipped)> = best.into_iter().collect();
+    inherited.sort();
+    for (entity, (ti, via, id)) in inherited {
+        let evidence = format!("{} {via}", tags[ti].name);
+        set.add(EdgeKind::ShippedIn, &entity, release(ti), id.as_deref(), evidence);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commit(sha: &str, parents: &[&str], message: &str, day: u32) -> HistoryCommit {
+        HistoryCommit {
+            sha: sha.repeat(40 / sha.len()),
+            parents: parents.iter().map(|p| p.repeat(40 / p.len())).collect(),
+            message: message.into(),
+            committed_at: Some(
+                DateTime::parse_from_rfc3339(&format!("2024-01-{day:02}T00:00:00Z"))
+                    .unwrap()
+                    .with_timezone(&Utc),
+            ),
+        }
+    }
+
+    fn find<'a>(edges: &'a [Edge], kind: EdgeKind, source: &str) -> Vec<&'a str> {
+        edges
+            .iter()
+            .filter(|e| e.kind == kind && e.source.starts_with(source))
+            .map(|e| e.target.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn history_gives_every_kind_with_its_evidence() {
+        let history = History {
+            commits: vec![
+                commit("a1", &[], "Add the parser", 1),
+                commit("b2", &["a1"], "Fix the lexer (#5)\n\nFixes #3, see #4", 2),
+                commit(
+                    "c3",
+                    &["b2"],
+                    "Revert \"Fix the lexer (#5)\"\n\nThis reverts commit b2b2b2b.",
+                    3,
+                ),
+                commit("d4", &["c3"], "Revert \"Revert \"Fix the lexer (#5)\"\"", 4),
+                commit(
+                    "e5",
+                    &["d4"],
+                    "closes o/other#9 and mentions https://github.com/o/r/issues/8",
+                    5,
+                ),
+                commit("f6", &["a1"], "On a branch no tag has", 6),
+            ],
+            tags: vec![
+                Tag { name: "v0.1.0".into(), commit: "b2".repeat(20), date: None },
+                Tag { name: "v0.2.0".into(), commit: "e5".repeat(20), date: None },
+                Tag { name: "widget-0.1.0".into(), commit: "f6".repeat(20), date: None },
+            ],
+        };
+        let edges = repo_edges(
+            "o/r",
+            Some("https://github.com/o/r"),
+            &[],
+            &history,
+            &ReleaseTags::Versions,
+        );
+        assert_eq!(find(&edges, EdgeKind::Closes, "commit/b2"), ["issue/3"]);
+        assert_eq!(find(&edges, EdgeKind::PullRequestOf, "commit/b2"), ["issue/5"]);
+        assert_eq!(find(&edges, EdgeKind::Mentions, "commit/b2"), ["issue/4"]);
+        assert_eq!(
+            find(&edges, EdgeKind::Reverts, "commit/c3"),
+            [format!("commit/{}", "b2".repeat(20))]
+        );
+        assert_eq!(
+            find(&edges, EdgeKind::Reverts, "commit/d4"),
+            [format!("commit/{}", "c3".repeat(20))]
+        );
+        let cross: Vec<&Edge> = edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Closes && e.source.starts_with("commit/e5"))
+            .collect();
+        assert_eq!(cross[0].target_repo, "o/other");
+        assert_eq!(cross[0].target_url.as_deref(), Some("https://github.com/o/other/issues/9"));
+        assert_eq!(find(&edges, EdgeKind::Mentions, "commit/e5"), ["issue/8"]);
+        let revert = edges
+            .iter()
+            .find(|e| e.kind == EdgeKind::Reverts && e.source.starts_with("commit/c3"))
+            .unwrap();
+        assert_eq!(revert.evidence, "This reverts commit b2b2b2b.");
+        // shipped_in: by ancestry; the branch commit and the sub-package tag give nothing.
+        assert_eq!(find(&edges, EdgeKind::ShippedIn, "commit/a1"), ["release/v0.1.0"]);
+        assert_eq!(find(&edges, EdgeKind::ShippedIn, "commit/c3"), ["release/v0.2.0"]);
+        assert!(find(&edges, EdgeKind::ShippedIn, "commit/f6").is_empty());
+        // Issues and pull requests inherit the release of what closes or merges them.
+        assert_eq!(find(&edges, EdgeKind::ShippedIn, "issue/3"), ["release/v0.1.0"]);
+        assert_eq!(find(&edges, EdgeKind::ShippedIn, "issue/5"), ["release/v0.1.0"]);
+    }
+
+    #[test]
+    fn refs_resolve_to_entities() {
+        let history = History { commits: vec![commit("ab12", &[], "x", 1)], tags: vec![] };
+        let shas = Shas::new(&history);
+        let full = "ab12".repeat(10);
+        assert_eq!(resolve_ref("#7", "o/r", &shas), Some(("o/r".into(), "issue/7".into())));
+        assert_eq!(resolve_ref("x/y#7", "o/r", &shas), Some(("x/y".into(), "issue/7".into())));
+        assert_eq!(
+            resolve_ref("https://github.com/x/y/pull/3/files", "o/r", &shas),
+            Some(("x/y".into(), "issue/3".into()))
+        );
+        assert_eq!(
+            resolve_ref("ab12ab1", "o/r", &shas),
+            Some(("o/r".into(), format!("commit/{full}")))
+        );
+        assert_eq!(resolve_ref("deadbee1", "o/r", &shas), None);
+        assert_eq!(resolve_ref("https://github.com/o/r/blob/main/x.rs", "o/r", &shas), None);
+        assert!(VERSION_TAG.is_match("v1.2.3") && VERSION_TAG.is_match("10.0.0-rc.1"));
+        assert!(!VERSION_TAG.is_match("fd-find-1.2.3") && !VERSION_TAG.is_match("nightly"));
+    }
+}
