@@ -29,7 +29,7 @@ pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
-    related,
+    related, summary as edge_summary,
 };
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{

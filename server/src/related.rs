@@ -204,7 +204,19 @@ fn entity_info(
     entity: &str,
     url: Option<&str>,
 ) -> Result<EntityInfo, ToolError> {
-    let row = head_row(snap, repo, entity)?;
+    entity_info_with(snap, repo, entity, url, None)
+}
+
+/// [`entity_info`], with a row of the entity already in hand (the row an id named) standing
+/// for it when no thread, commit or release row does.
+fn entity_info_with(
+    snap: &OpenSnapshot,
+    repo: &str,
+    entity: &str,
+    url: Option<&str>,
+    known: Option<Row>,
+) -> Result<EntityInfo, ToolError> {
+    let row = head_row(snap, repo, entity)?.or(known);
     let entity_type = match &row {
         Some(r)
             if matches!(
@@ -289,11 +301,7 @@ fn first_release(
 }
 
 /// `first_release` and edge counts of an entity, for search and fetch results.
-pub(crate) fn summary(
-    snap: &OpenSnapshot,
-    repo: &str,
-    entity: &str,
-) -> Result<EdgeSummary, ToolError> {
+pub fn summary(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<EdgeSummary, ToolError> {
     let out = edge_docs(snap, repo, entity, Direction::Out)?;
     let incoming = edge_docs(snap, repo, entity, Direction::In)?;
     let mut edges = BTreeMap::new();
@@ -310,7 +318,10 @@ pub(crate) fn summarised(t: RowType) -> bool {
 
 /// The (repo, entity) `id` names: a GitHub URL, an entity key (`issue/12`, `pull/12`, `#12`,
 /// `owner/name#12`, `commit/<sha>`, `release/<tag>`, `file/<path>`) or a row id.
-fn resolve_id(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<(String, String), ToolError> {
+fn resolve_id(
+    snap: &OpenSnapshot,
+    req: &RelatedRequest,
+) -> Result<(String, String, Option<Row>), ToolError> {
     let id = req.id.as_str();
     let bad = |m: String| ToolError::arg("id", m);
     if let Some(rest) = id.strip_prefix("https://").or_else(|| id.strip_prefix("http://")) {
@@ -335,14 +346,14 @@ fn resolve_id(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<(String, Stri
                 )));
             }
         };
-        return expand_sha(snap, repo, entity);
+        return expand_sha(snap, repo, entity).map(|(r, e)| (r, e, None));
     }
     if let Some((owner_repo, n)) = id.split_once('#')
         && owner_repo.contains('/')
         && !n.is_empty()
         && n.chars().all(|c| c.is_ascii_digit())
     {
-        return Ok((owner_repo.to_string(), format!("issue/{n}")));
+        return Ok((owner_repo.to_string(), format!("issue/{n}"), None));
     }
     let entity = if let Some(n) = id.strip_prefix('#').or_else(|| id.strip_prefix("pull/")) {
         Some(format!("issue/{n}"))
@@ -359,7 +370,7 @@ fn resolve_id(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<(String, Stri
                  release/<tag>, file/<path>) or a GitHub URL"
             ))
         })?;
-        return Ok((row.repo, row.entity));
+        return Ok((row.repo.clone(), row.entity.clone(), Some(row)));
     };
     if entity.starts_with("issue/") && !entity[6..].chars().all(|c| c.is_ascii_digit())
         || entity.ends_with('/')
@@ -389,7 +400,7 @@ fn resolve_id(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<(String, Stri
             repos[0].clone()
         }
     };
-    expand_sha(snap, repo, entity)
+    expand_sha(snap, repo, entity).map(|(r, e)| (r, e, None))
 }
 
 /// A commit named by a short SHA, expanded to the one commit of the repository it starts.
@@ -560,8 +571,8 @@ fn changed_in(
 
 /// Answers `related`.
 pub fn related(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<RelatedAnswer, ToolError> {
-    let (repo, entity) = resolve_id(snap, req)?;
-    let info = entity_info(snap, &repo, &entity, None)?;
+    let (repo, entity, row) = resolve_id(snap, req)?;
+    let info = entity_info_with(snap, &repo, &entity, None, row)?;
     let (groups, first_release) = groups(snap, &repo, &entity, req, req.limit, req.depth == 2)?;
     let known = info.indexed
         || !groups.is_empty()

@@ -181,6 +181,50 @@ const MATRIX: &[(&str, &str, &str)] = &[
         r#"{"repo": "local/widgets", "path": "README.md", "start_line": 900}"#,
         "argument `start_line`: README.md has 11 lines, start_line is 900",
     ),
+    ("related", r#"{}"#, "argument `id`: is required"),
+    ("related", r#"{"id": " "}"#, "argument `id`: must not be empty"),
+    ("related", r#"{"id": 5}"#, "argument `id`: must be a string, got a number"),
+    ("related", r#"{"id": "issue/1", "extra": 1}"#, "argument `extra`: unknown argument"),
+    (
+        "related",
+        r#"{"id": "issue/1", "depth": 3}"#,
+        "argument `depth`: must be an integer from 1 to 2, got 3",
+    ),
+    (
+        "related",
+        r#"{"id": "issue/1", "limit": 0}"#,
+        "argument `limit`: must be an integer from 1 to 100, got 0",
+    ),
+    (
+        "related",
+        r#"{"id": "issue/1", "direction": "sideways"}"#,
+        "argument `direction`: must be one of out, in, both, got \"sideways\"",
+    ),
+    (
+        "related",
+        r#"{"id": "issue/1", "kinds": ["fixes"]}"#,
+        "argument `kinds`: must name kinds among closes",
+    ),
+    (
+        "related",
+        r#"{"id": "issue/1", "kinds": 7}"#,
+        "argument `kinds`: must be a string or a list of strings",
+    ),
+    ("related", r#"{"id": "issue/1", "repo": "widgets"}"#, "argument `repo`: must be owner/name"),
+    ("related", r#"{"id": "issue/abc"}"#, "argument `id`: \"issue/abc\" names no issue number"),
+    ("related", r#"{"id": "commit/zzzzzzz"}"#, "argument `id`: \"zzzzzzz\" is not a commit SHA"),
+    ("related", r#"{"id": "cmt_nope"}"#, "argument `id`: no row has id \"cmt_nope\""),
+    ("related", r#"{"id": "issue/424242"}"#, "argument `id`: snapshot "),
+    (
+        "related",
+        r#"{"id": "https://github.com/o/r/wiki/Home"}"#,
+        "argument `id`: \"https://github.com/o/r/wiki/Home\" is not an issue, pull request, commit",
+    ),
+    (
+        "related",
+        r#"{"id": "issue/1", "snapshot": 5}"#,
+        "argument `snapshot`: must be a string, got a number",
+    ),
     ("index_stats", r#"{"snapshot": 5}"#, "argument `snapshot`: must be a string, got a number"),
 ];
 

@@ -64,8 +64,12 @@ fn python_client(transport_args: &[String], mode: &str) -> Value {
 /// What every client must have seen, whatever its language or transport.
 fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
     let snapshot = json!(fixture().first.snapshot);
-    assert_eq!(r["tools"], json!(["fetch", "index_stats", "read_span", "scan", "search"]), "{who}");
-    for tool in ["stats", "search", "scan", "fetch", "span"] {
+    assert_eq!(
+        r["tools"],
+        json!(["fetch", "index_stats", "read_span", "related", "scan", "search"]),
+        "{who}"
+    );
+    for tool in ["stats", "search", "scan", "fetch", "span", "related"] {
         assert_eq!(r[tool][is_error], json!(false), "{who}: {tool} failed: {}", r[tool]);
         assert_eq!(r[tool][structured]["snapshot"], snapshot, "{who}: {tool} names its snapshot");
         assert!(
@@ -98,6 +102,14 @@ fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
     assert!(
         r["span"][structured]["citation"].as_str().unwrap().starts_with("docs/guide.md:1-3@"),
         "{who}"
+    );
+    let related = &r["related"][structured];
+    assert_eq!(related["entity"]["entity"], json!("file/docs/guide.md"), "{who}: {related}");
+    assert_eq!(related["groups"][0]["kind"], json!("changed_in"), "{who}: {related}");
+    assert_eq!(
+        related["groups"][0]["edges"][0]["title"],
+        json!("Initial import of the widget service"),
+        "{who}: {related}"
     );
     assert_eq!(r["bad"][is_error], json!(true), "{who}");
     assert!(

@@ -372,3 +372,27 @@ fn first_release_and_closes_match_git_on_real_histories() {
         ),
     }
 }
+
+#[test]
+fn a_new_tag_alone_publishes_new_shipped_in_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = hubdex_tests::make_repo(&dir.path().join("widgets"));
+    let store = dir.path().join("store");
+    let first = runtime().block_on(build(&options(&store, &repo.dir))).unwrap();
+    let before = edges_of(&store, "local/widgets", &dir.path().join("c1"));
+    assert!(!before.iter().any(|e| e.kind == EdgeKind::ShippedIn), "no tags yet");
+    // No commit, no row changes: only a tag. The segment (and so the snapshot) must change.
+    git_at(&repo.dir, &["tag", "v2.0.0"], "2024-03-01T00:00:00Z");
+    let second = runtime().block_on(build(&options(&store, &repo.dir))).unwrap();
+    assert!(second.published, "a tag alone is a change");
+    assert_ne!(first.snapshot, second.snapshot);
+    assert_eq!(second.embedded, 0, "no row was embedded again");
+    let after = edges_of(&store, "local/widgets", &dir.path().join("c2"));
+    let head = git_at(&repo.dir, &["rev-parse", "HEAD"], "2024-03-01T00:00:00Z");
+    assert_eq!(
+        targets(&after, EdgeKind::ShippedIn, &format!("commit/{head}")),
+        ["local/widgets release/v2.0.0"]
+    );
+    let without_tag: Vec<&Edge> = after.iter().filter(|e| e.kind != EdgeKind::ShippedIn).collect();
+    assert_eq!(without_tag.len(), before.len(), "the other edges are as they were");
+}

@@ -38,10 +38,11 @@ async def main() -> None:
         first = search["structured"]["results"][0]["id"]
         fetch = report(await client.call_tool("fetch", {"ids": [first, "cmt_doesnotexist"]}))
         span = report(await client.call_tool("read_span", {"repo": repo, "path": "docs/guide.md", "start_line": 1, "end_line": 3}))
+        related = report(await client.call_tool("related", {"id": "file/docs/guide.md", "kinds": "changed_in"}))
         bad = report(await client.call_tool("search", {"query": "x", "top_k": 500}))
         out = {
             "tools": sorted(t.name for t in tools.tools),
-            "stats": stats, "search": search, "scan": scan, "fetch": fetch, "span": span, "bad": bad,
+            "stats": stats, "search": search, "scan": scan, "fetch": fetch, "span": span, "related": related, "bad": bad,
         }
     print(json.dumps(out))
 

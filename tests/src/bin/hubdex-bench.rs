@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, Store, read_rows, row_id,
-    write_segment,
+    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, Store, read_rows,
+    row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use serde_json::{Value, json};
@@ -145,6 +145,38 @@ fn variant(base: &Row, k: usize, repo: &str, rng: &mut Mix) -> Row {
     r
 }
 
+/// Cross-references for a synthetic segment, about as dense as a real history's (sharkdp/fd:
+/// 1.6 edges per commit): per entity, a `mentions` edge to another entity of the segment and,
+/// for two in three, a `closes` or `shipped_in` edge.
+fn synthetic_edges(repo: &str, seg: &[Row]) -> Vec<Edge> {
+    let heads: Vec<&Row> = seg.iter().filter(|r| r.chunk_index == 0).collect();
+    let mut edges = Vec::new();
+    for (i, r) in heads.iter().enumerate() {
+        let other = heads[(i * 7919 + 13) % heads.len()];
+        let edge = |kind: EdgeKind, target: String| Edge {
+            kind,
+            source_repo: repo.to_string(),
+            source: r.entity.clone(),
+            target_repo: repo.to_string(),
+            target,
+            target_url: None,
+            evidence_id: Some(r.id.clone()),
+            evidence: format!("{} (synthetic)", kind.as_str()),
+        };
+        if other.entity != r.entity {
+            edges.push(edge(EdgeKind::Mentions, other.entity.clone()));
+        }
+        match i % 3 {
+            0 => edges.push(edge(EdgeKind::ShippedIn, format!("release/v0.{}.0", i % 40))),
+            1 => {
+                edges.push(edge(EdgeKind::Closes, heads[(i * 31 + 7) % heads.len()].entity.clone()))
+            }
+            _ => {}
+        }
+    }
+    edges
+}
+
 async fn prepare(
     base: &[String],
     n: usize,
@@ -160,6 +192,7 @@ async fn prepare(
     let mut rng = Mix(7);
     let mut entries = Vec::new();
     let (mut write_s, mut generate_s, mut bytes) = (0.0, 0.0, 0u64);
+    let mut edge_count = 0usize;
     let segments = n.div_ceil(segment_rows);
     for s in 0..segments {
         let t = Instant::now();
@@ -180,11 +213,13 @@ async fn prepare(
                 }
             })
             .collect();
+        let mut edges = synthetic_edges(&repo, &seg);
+        edge_count += edges.len();
         generate_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let dir = work.join(format!("seg{s}"));
         let _ = std::fs::remove_dir_all(&dir);
-        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &mut [], &base_manifest.model)?;
+        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &mut edges, &base_manifest.model)?;
         bytes += meta.files.iter().map(|f| f.bytes).sum::<u64>();
         entries.push(store.upload_segment(&dir, |_| {}).await?);
         std::fs::remove_dir_all(&dir)?;
@@ -232,6 +267,7 @@ async fn prepare(
     write_s += t.elapsed().as_secs_f64() + merge_s;
     Ok(json!({
         "rows": n,
+        "edges": edge_count,
         "base_rows": rows.len(),
         "real_vectors": n.min(rows.len()),
         "synthesized_vectors": n.saturating_sub(rows.len()),
@@ -379,11 +415,21 @@ async fn search_bench(
     }
     let qps = done.load(Ordering::Relaxed) as f64 / qps_seconds as f64;
     // fetch of 10 ids, and a 7-day scan with one filter, against the same snapshot.
+    // What the edge summary (first_release, edges per kind) adds to one answer: the summaries
+    // of its commit, PR and issue results, timed alone.
+    let mut summary_ms = Vec::new();
     let ids: Vec<String> = {
         let mut ids = Vec::new();
         for (q, v) in queries.iter().zip(&vectors).take(50) {
             let a =
                 search_with_vector(&snap, Some(v), None, &request(q, Fusion::Rrf)).map_err(fail)?;
+            let t = Instant::now();
+            for r in &a.results {
+                if matches!(r.row_type.as_str(), "commit" | "pull_request" | "issue") {
+                    hubdex_server::edge_summary(&snap, &r.repo, &r.entity).map_err(fail)?;
+                }
+            }
+            summary_ms.push(t.elapsed().as_secs_f64() * 1000.0);
             ids.extend(a.results.into_iter().map(|r| r.id));
         }
         ids
@@ -408,8 +454,24 @@ async fn search_bench(
             scan_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         }
     }
+    // related, depth 1, by row id, for the entities of those results.
+    let mut related_ms = Vec::new();
+    let mut related_edges = 0usize;
+    for id in ids.iter().take(300) {
+        let args = json!({"id": id});
+        let req = hubdex_server::RelatedRequest::from_args(args.as_object().expect("object"))
+            .map_err(fail)?;
+        let t = Instant::now();
+        let a = hubdex_server::related(&snap, &req).map_err(fail)?;
+        related_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        related_edges += a.count;
+    }
     Ok(json!({
         "rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(),
+        "edge_summary_per_answer": percentiles(summary_ms),
+        "related_depth1": if related_ms.is_empty() { Value::Null } else {
+            json!({"latency": percentiles(related_ms.clone()), "edges_listed_per_call": related_edges as f64 / related_ms.len() as f64})
+        },
         "fetch_10_ids": if fetch_ms.is_empty() { Value::Null } else { percentiles(fetch_ms) },
         "scan_7d_one_filter": if scan_ms.is_empty() { Value::Null } else { percentiles(scan_ms) },
         "rss_split_after_run": rss_split(),
