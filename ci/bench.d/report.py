@@ -35,6 +35,10 @@ targets = [
     ("scan, 7-day window, one filter, p50 <= 5 ms",
      search["scan_7d_one_filter"] is not None and p50(search["scan_7d_one_filter"]) <= 5,
      f'{p50(search["scan_7d_one_filter"]):.3f} ms' if search["scan_7d_one_filter"] else "not measured"),
+    ("related, depth 1, by row id, p50 <= 2 ms",
+     search.get("related_depth1") is not None and p50(search["related_depth1"]["latency"]) <= 2,
+     f'{p50(search["related_depth1"]["latency"]):.3f} ms ({search["related_depth1"]["edges_listed_per_call"]:.1f} edges listed per call, '
+     f'{prepare.get("edges", 0)} edges in the corpus)' if search.get("related_depth1") else "not measured"),
     ("one REST rrf request p50 within 1.5 ms of in-process search + embedding", served_gap <= 1.5,
      f'{p50(rest1["latency"]):.2f} ms vs {p50(rrf_embed):.2f} ms (+{served_gap:.2f} ms)'),
     ("8 concurrent HTTP clients >= 4x the QPS before (62 at 100k, 58 at 1M), 0 errors",
@@ -70,6 +74,7 @@ result = {
                               "ratio_p50": ratio(b[m]["search"]["p50_ms"], h[m]["search"]["p50_ms"])}
                           for m in ("sparse_only", "dense_only", "rrf")},
     "fetch_10_ids": search["fetch_10_ids"], "scan_7d_one_filter": search["scan_7d_one_filter"],
+    "related_depth1": search.get("related_depth1"), "edge_summary_per_result": search.get("edge_summary_per_result"),
     "query_embedding": search["query_embedding"],
     "qps_8_threads_in_process": {"hubdex": search["qps_rrf_8_threads"], "baseline": baseline["qps_rrf_8_threads"],
                                  "ratio": search["qps_rrf_8_threads"] / max(baseline["qps_rrf_8_threads"], 1e-9)},
@@ -109,10 +114,14 @@ for m in ("dense_only", "rrf"):
     print(f"{m + ' + query embedding':28s} {x['p50_ms']:8.2f} {x['p95_ms']:8.2f} {x['p99_ms']:8.2f}")
 x = hs["rrf"]["search"]
 print(f"{'rrf, small repositories':28s} {x['p50_ms']:8.2f} {x['p95_ms']:8.2f} {x['p99_ms']:8.2f}")
-for name, key in (("fetch, 10 ids", "fetch_10_ids"), ("scan, 7 days, one filter", "scan_7d_one_filter")):
-    x = search[key]
+for name, key in (("fetch, 10 ids", "fetch_10_ids"), ("scan, 7 days, one filter", "scan_7d_one_filter"),
+                  ("edge summary, per result", "edge_summary_per_result")):
+    x = search.get(key)
     if x:
         print(f"{name:28s} {x['p50_ms']:8.3f} {x['p95_ms']:8.3f} {x['p99_ms']:8.3f}")
+if search.get("related_depth1"):
+    x = search["related_depth1"]["latency"]
+    print(f"{'related, depth 1, by row id':28s} {x['p50_ms']:8.3f} {x['p95_ms']:8.3f} {x['p99_ms']:8.3f}")
 q = result["qps_8_threads_in_process"]
 print(f"QPS, rrf, 8 threads in process: hubdex {q['hubdex']:.0f}, baseline {q['baseline']:.0f} ({q['ratio']:.1f}x)")
 print()
