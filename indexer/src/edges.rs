@@ -66,6 +66,9 @@ static REVERTS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\bthis reverts commit ([0-9a-f]{7,40})\b").expect("a valid regex")
 });
 
+/// A commit's SHA and commit time.
+type Dated<'a> = (Option<DateTime<Utc>>, &'a str);
+
 /// Which tags are releases, by the rule a repository's config or its crawl gives.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum ReleaseTags {
@@ -255,7 +258,7 @@ pub(crate) fn repo_edges(
     let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
 
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins.
-    let mut by_subject: HashMap<&str, Vec<(Option<DateTime<Utc>>, &str)>> = HashMap::new();
+    let mut by_subject: HashMap<&str, Vec<Dated<'_>>> = HashMap::new();
     for c in &history.commits {
         let subject = c.message.lines().next().unwrap_or("").trim();
         by_subject.entry(subject).or_default().push((c.committed_at, &c.sha));
