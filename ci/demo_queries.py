@@ -1,5 +1,5 @@
-"""Asks a running hubdex server three questions through the official MCP client and prints
-the answers the way an agent would see them."""
+"""Asks a running hubdex server three questions through the official MCP client, then what
+changed one file (`related`), and prints the answers the way an agent would see them."""
 
 import asyncio
 import sys
@@ -29,6 +29,13 @@ async def main(url: str) -> None:
                 print(f"     rrf {r['score']:.4f}  bm25 rank {r['sparse_rank']}  dense rank {r['dense_rank']}")
                 snippet = " ".join(r["snippet"].split())[:160]
                 print(f"     {snippet}")
+        result = await client.call_tool("related", {"id": "file/README.md", "kinds": "changed_in", "limit": 3})
+        answer = result.structured_content
+        print(f"\n> related file/README.md  (snapshot {answer['snapshot']})")
+        for g in answer["groups"]:
+            print(f"  {g['kind']} ({g['direction']}): {len(g['edges'])} of {g['count']}")
+            for e in g["edges"]:
+                print(f"    [{e['type']}] {e['title']}  ({e['entity'][7:19]}, {e['updated_at']})")
 
 
 if __name__ == "__main__":
