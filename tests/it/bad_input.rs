@@ -277,7 +277,7 @@ fn a_filter_that_matches_nothing_is_reported() {
     assert_eq!(answer["filters_unmatched"], json!(["repo", "type"]));
 }
 
-fn hubdex(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn hubdex(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(hubdex_tests::bin("hubdex")).args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),

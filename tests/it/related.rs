@@ -396,3 +396,24 @@ fn a_new_tag_alone_publishes_new_shipped_in_edges() {
     let without_tag: Vec<&Edge> = after.iter().filter(|e| e.kind != EdgeKind::ShippedIn).collect();
     assert_eq!(without_tag.len(), before.len(), "the other edges are as they were");
 }
+
+#[test]
+fn the_related_command_prints_the_tools_answer_and_refuses_bad_arguments() {
+    let f = crate::fixture::fixture();
+    let cache = tempfile::tempdir().unwrap();
+    let base = ["--store", f.store.to_str().unwrap(), "--cache", cache.path().to_str().unwrap()];
+    let run = |extra: &[&str]| crate::bad_input::hubdex(&[&base[..], extra].concat());
+    let (code, out, err) = run(&["related", "file/README.md", "--kind", "changed_in", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["entity"]["entity"], json!("file/README.md"), "{v}");
+    assert_eq!(v["groups"][0]["kind"], json!("changed_in"), "{v}");
+    assert_eq!(v["snapshot"], json!(f.first.snapshot));
+    let (code, out, err) = run(&["related", "file/README.md", "--direction", "in", "--limit", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed_in (in, 1 of "), "{out}");
+    let (code, out, err) = run(&["related", "file/README.md", "--depth", "3"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("argument `depth`: must be an integer from 1 to 2, got 3"), "{err}");
+}
