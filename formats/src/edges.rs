@@ -19,10 +19,6 @@ use std::sync::Arc;
 
 use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 use tantivy::columnar::Column;
 use tantivy::indexer::NoMergePolicy;
@@ -33,7 +29,8 @@ use tantivy::{
 };
 
 use crate::error::FormatError;
-use crate::serving::{commit_as_one_segment, open_searcher};
+use crate::rows::{read_batches, utf8_column, zstd_writer};
+use crate::serving::{commit_as_one_segment, open_searcher, terms_with_prefix};
 
 /// The file name of a build segment's edges.
 pub const EDGES_PARQUET: &str = "edges.parquet";
@@ -113,6 +110,19 @@ pub fn entity_type(entity: &str) -> &str {
     entity.split_once('/').map_or("", |(t, _)| t)
 }
 
+/// Where an entity is under its repository's web address: `issues/12`, `commit/<sha>`,
+/// `releases/tag/<tag>`, `blob/HEAD/<path>`.
+pub fn entity_web_path(entity: &str) -> Option<String> {
+    let (kind, rest) = entity.split_once('/')?;
+    Some(match kind {
+        "issue" => format!("issues/{rest}"),
+        "commit" => format!("commit/{rest}"),
+        "release" => format!("releases/tag/{rest}"),
+        "file" => format!("blob/HEAD/{rest}"),
+        _ => return None,
+    })
+}
+
 fn schema() -> SchemaRef {
     let s = |name: &str, nullable: bool| Field::new(name, DataType::Utf8, nullable);
     Arc::new(Schema::new(vec![
@@ -140,11 +150,7 @@ pub fn write_edges(path: &Path, edges: &mut [Edge]) -> Result<(), FormatError> {
         ))
     });
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let file = std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
-        .build();
-    let mut w = ArrowWriter::try_new(file, schema(), Some(props)).map_err(pq)?;
+    let mut w = zstd_writer(path, schema(), None)?;
     for chunk in edges.chunks(8192) {
         let col = |f: &dyn Fn(&Edge) -> Option<&str>| -> Arc<dyn Array> {
             Arc::new(chunk.iter().map(f).collect::<StringArray>())
@@ -173,19 +179,11 @@ pub fn read_edges(path: &Path) -> Result<Vec<Edge>, FormatError> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?.build().map_err(pq)?;
     let bad = |detail: String| FormatError::Schema { what: path.display().to_string(), detail };
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in read_batches(path)? {
         let batch = batch?;
-        let col = |name: &str| -> Result<&StringArray, FormatError> {
-            batch
-                .column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| bad(format!("column {name} is missing or not utf8")))
-        };
+        let col = |name: &str| utf8_column(&batch, name, path);
         let cols: Vec<&StringArray> = [
             "kind",
             "source_repo",
@@ -393,21 +391,14 @@ impl EdgeIndex {
         limit: usize,
     ) -> Result<Vec<String>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
-        let io = |e| FormatError::io(&self.path, e);
-        let inv = seg
-            .inverted_index(self.key_field(dir))
-            .map_err(|source| FormatError::Tantivy { path: self.path.clone(), source })?;
-        let start = entity_key(repo, prefix);
-        let mut stream = inv.terms().range().ge(start.as_bytes()).into_stream().map_err(io)?;
-        let mut out = Vec::new();
-        while stream.advance() && out.len() < limit {
-            let key = String::from_utf8_lossy(stream.key()).into_owned();
-            if !key.starts_with(&start) {
-                break;
-            }
-            out.push(key[repo.len() + 1..].to_string());
-        }
-        Ok(out)
+        let keys = terms_with_prefix(
+            seg,
+            self.key_field(dir),
+            &entity_key(repo, prefix),
+            limit,
+            &self.path,
+        )?;
+        Ok(keys.into_iter().map(|k| k[repo.len() + 1..].to_string()).collect())
     }
 }
 

@@ -5,14 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::error::FormatError;
+use crate::rows::{read_batches, utf8_column, zstd_writer};
 use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
-
-use crate::error::FormatError;
 
 /// The file name of a segment's file texts.
 pub const FILES_PARQUET: &str = "files.parquet";
@@ -38,11 +34,7 @@ fn schema() -> SchemaRef {
 /// Writes `files` (sorted by path by the caller) to `path`.
 pub fn write_files(path: &Path, files: &[FileText]) -> Result<(), FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let file = std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
-        .build();
-    let mut w = ArrowWriter::try_new(file, schema(), Some(props)).map_err(pq)?;
+    let mut w = zstd_writer(path, schema(), None)?;
     for chunk in files.chunks(1024) {
         let batch = RecordBatch::try_new(
             schema(),
@@ -66,21 +58,10 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
     if !path.exists() {
         return Ok(Vec::new());
     }
-    let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?.build().map_err(pq)?;
     let mut out = Vec::new();
-    for batch in reader {
+    for batch in read_batches(path)? {
         let batch = batch?;
-        let col = |name: &str| -> Result<&StringArray, FormatError> {
-            batch
-                .column_by_name(name)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| FormatError::Schema {
-                    what: path.display().to_string(),
-                    detail: format!("column {name} is missing or not utf8"),
-                })
-        };
+        let col = |name: &str| utf8_column(&batch, name, path);
         let (p, c, l, t) = (col("path")?, col("commit_sha")?, col("language")?, col("content")?);
         for i in 0..batch.num_rows() {
             out.push(FileText {

@@ -44,7 +44,7 @@ mod vectors;
 
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
-    read_edges, write_edges,
+    entity_web_path, read_edges, write_edges,
 };
 pub use embed::{
     BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, default_model_dir, normalised,

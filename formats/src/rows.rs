@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -190,16 +190,50 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
     Ok(RecordBatch::try_new(row_schema(dim), columns)?)
 }
 
+/// A zstd (level 3) Parquet writer of `schema` into a new file at `path`, every Parquet file of
+/// a segment is written through; `row_group_rows` caps a row group (Parquet's default when
+/// `None`).
+pub(crate) fn zstd_writer(
+    path: &Path,
+    schema: SchemaRef,
+    row_group_rows: Option<usize>,
+) -> Result<ArrowWriter<std::fs::File>, FormatError> {
+    let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
+    let file = std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?));
+    if let Some(n) = row_group_rows {
+        props = props.set_max_row_group_size(n);
+    }
+    ArrowWriter::try_new(file, schema, Some(props.build())).map_err(pq)
+}
+
+/// Every record batch of the Parquet file at `path`, every column.
+pub(crate) fn read_batches(path: &Path) -> Result<ParquetRecordBatchReader, FormatError> {
+    let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?.build().map_err(pq)
+}
+
+/// Column `name` of `batch`, a batch of the file at `path`, as utf8.
+pub(crate) fn utf8_column<'b>(
+    batch: &'b RecordBatch,
+    name: &str,
+    path: &Path,
+) -> Result<&'b StringArray, FormatError> {
+    batch.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<StringArray>()).ok_or_else(
+        || FormatError::Schema {
+            what: path.display().to_string(),
+            detail: format!("column {name} is missing or not utf8"),
+        },
+    )
+}
+
 /// Writes rows to `path` as zstd Parquet. Rows are written in the order given; callers sort
 /// them so the same rows always give the same bytes.
 pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let file = std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
-        .set_max_row_group_size(ROW_GROUP_ROWS)
-        .build();
-    let mut writer = ArrowWriter::try_new(file, row_schema(dim), Some(props)).map_err(pq)?;
+    let mut writer = zstd_writer(path, row_schema(dim), Some(ROW_GROUP_ROWS))?;
     for chunk in rows.chunks(ROW_GROUP_ROWS) {
         writer.write(&rows_to_batch(chunk, dim)?).map_err(pq)?;
     }

@@ -223,6 +223,35 @@ pub(crate) fn doc_of_term(
     Ok((doc != TERMINATED).then_some(doc))
 }
 
+/// The terms of `field` in one tantivy segment that start with `prefix`, in order, at most
+/// `limit`, from the term dictionary.
+pub(crate) fn terms_with_prefix(
+    seg: &SegmentReader,
+    field: Field,
+    prefix: &str,
+    limit: usize,
+    path: &Path,
+) -> Result<Vec<String>, FormatError> {
+    let inv = seg
+        .inverted_index(field)
+        .map_err(|source| FormatError::Tantivy { path: path.to_path_buf(), source })?;
+    let mut stream = inv
+        .terms()
+        .range()
+        .ge(prefix.as_bytes())
+        .into_stream()
+        .map_err(|e| FormatError::io(path, e))?;
+    let mut out = Vec::new();
+    while stream.advance() && out.len() < limit {
+        let key = String::from_utf8_lossy(stream.key()).into_owned();
+        if !key.starts_with(prefix) {
+            break;
+        }
+        out.push(key);
+    }
+    Ok(out)
+}
+
 /// Writes the serving index of `rows` (ordinal = position) into `dir`.
 pub(crate) fn write_serving_index<'a>(
     dir: &Path,
@@ -633,18 +662,7 @@ impl ServingIndex {
         limit: usize,
     ) -> Result<Vec<String>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
-        let inv = seg.inverted_index(self.f.entity).map_err(self.tv())?;
-        let mut stream =
-            inv.terms().range().ge(prefix.as_bytes()).into_stream().map_err(self.io())?;
-        let mut out = Vec::new();
-        while stream.advance() && out.len() < limit {
-            let key = String::from_utf8_lossy(stream.key()).into_owned();
-            if !key.starts_with(prefix) {
-                break;
-            }
-            out.push(key);
-        }
-        Ok(out)
+        terms_with_prefix(seg, self.f.entity, prefix, limit, &self.path)
     }
 
     /// The stored row of `doc`, without its embedding.

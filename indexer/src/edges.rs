@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
-use hubdex_formats::{Edge, EdgeKind, Row, RowType, row_id};
+use hubdex_formats::{Edge, EdgeKind, Row, RowType, entity_web_path, row_id};
 use regex::Regex;
 
 use crate::refs::find_refs;
@@ -109,15 +109,7 @@ impl ReleaseTags {
 /// (`https://github.com/o/r` or a GitHub Enterprise one).
 fn url_of(web: Option<&str>, this_repo: &str, repo: &str, entity: &str) -> Option<String> {
     let base = web?.strip_suffix(this_repo)?.trim_end_matches('/');
-    let (kind, rest) = entity.split_once('/')?;
-    let path = match kind {
-        "issue" => format!("issues/{rest}"),
-        "commit" => format!("commit/{rest}"),
-        "release" => format!("releases/tag/{rest}"),
-        "file" => format!("blob/HEAD/{rest}"),
-        _ => return None,
-    };
-    Some(format!("{base}/{repo}/{path}"))
+    Some(format!("{base}/{repo}/{}", entity_web_path(entity)?))
 }
 
 /// The commits of the history by SHA, for resolving full and abbreviated SHAs.

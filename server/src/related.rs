@@ -10,7 +10,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use hubdex_formats::{
-    Direction, Edge, EdgeKind, Row, RowFilter, RowType, Segment, entity_type, row_id,
+    Direction, Edge, EdgeKind, Row, RowFilter, RowType, Segment, entity_type, entity_web_path,
+    row_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -187,15 +188,7 @@ fn fallback_url(repo: &str, entity: &str) -> Option<String> {
     if repo.starts_with("local/") {
         return None;
     }
-    let (kind, rest) = entity.split_once('/')?;
-    let path = match kind {
-        "issue" => format!("issues/{rest}"),
-        "commit" => format!("commit/{rest}"),
-        "release" => format!("releases/tag/{rest}"),
-        "file" => format!("blob/HEAD/{rest}"),
-        _ => return None,
-    };
-    Some(format!("https://github.com/{repo}/{path}"))
+    Some(format!("https://github.com/{repo}/{}", entity_web_path(entity)?))
 }
 
 fn entity_info(
@@ -283,11 +276,7 @@ fn read_edge(seg: &Segment, doc: u32) -> Result<Edge, ToolError> {
 }
 
 /// The release an entity first shipped in, from its outgoing `shipped_in` edge.
-fn first_release(
-    snap: &OpenSnapshot,
-    docs: &[(EdgeKind, &Segment, u32)],
-) -> Result<Option<ReleaseRef>, ToolError> {
-    let _ = snap;
+fn first_release(docs: &[(EdgeKind, &Segment, u32)]) -> Result<Option<ReleaseRef>, ToolError> {
     let Some((_, seg, doc)) = docs.iter().find(|(k, _, _)| *k == EdgeKind::ShippedIn) else {
         return Ok(None);
     };
@@ -308,7 +297,7 @@ pub fn summary(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<EdgeSumm
     for (k, _, _) in out.iter().chain(&incoming) {
         *edges.entry(k.as_str().to_string()).or_default() += 1;
     }
-    Ok(EdgeSummary { first_release: first_release(snap, &out)?, edges })
+    Ok(EdgeSummary { first_release: first_release(&out)?, edges })
 }
 
 /// Whether a result of this row type gets an edge summary.
@@ -457,19 +446,16 @@ fn groups(
     expand: bool,
 ) -> Result<(Vec<EdgeGroup>, Option<ReleaseRef>), ToolError> {
     let out = edge_docs(snap, repo, entity, Direction::Out)?;
-    let release = first_release(snap, &out)?;
+    let release = first_release(&out)?;
+    let mut directions = Vec::new();
+    if req.out {
+        directions.push((Direction::Out, out, "out"));
+    }
+    if req.incoming {
+        directions.push((Direction::In, edge_docs(snap, repo, entity, Direction::In)?, "in"));
+    }
     let mut result = Vec::new();
-    for (dir, docs, name) in [(Direction::Out, out, "out"), (Direction::In, Vec::new(), "in")] {
-        let docs = if dir == Direction::In {
-            if !req.incoming {
-                continue;
-            }
-            edge_docs(snap, repo, entity, Direction::In)?
-        } else if !req.out {
-            continue;
-        } else {
-            docs
-        };
+    for (dir, docs, name) in directions {
         for kind in EdgeKind::ALL.into_iter().filter(|k| req.wants(k.as_str())) {
             let of_kind: Vec<&(EdgeKind, &Segment, u32)> =
                 docs.iter().filter(|(k, _, _)| *k == kind).collect();
