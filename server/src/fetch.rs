@@ -90,11 +90,7 @@ pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> Result<FetchAnswer, ToolErr
             not_found.push(id.clone());
             continue;
         };
-        let summary = if crate::related::summarised(r.kind()) {
-            Some(crate::related::summary(snap, &r.repo, &r.entity)?)
-        } else {
-            None
-        };
+        let summary = crate::related::summary_of(snap, r.kind(), &r.repo, &r.entity)?;
         results.push(FetchItem {
             id: r.id.clone(),
             row_type: r.kind().to_string(),

@@ -300,9 +300,18 @@ pub fn summary(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<EdgeSumm
     Ok(EdgeSummary { first_release: first_release(&out)?, edges })
 }
 
-/// Whether a result of this row type gets an edge summary.
-pub(crate) fn summarised(t: RowType) -> bool {
-    matches!(t, RowType::Commit | RowType::PullRequest | RowType::Issue)
+/// The edge summary of a search or fetch result of type `kind`: commits, pull requests and
+/// issues get one, other rows `None`.
+pub(crate) fn summary_of(
+    snap: &OpenSnapshot,
+    kind: RowType,
+    repo: &str,
+    entity: &str,
+) -> Result<Option<EdgeSummary>, ToolError> {
+    if !matches!(kind, RowType::Commit | RowType::PullRequest | RowType::Issue) {
+        return Ok(None);
+    }
+    summary(snap, repo, entity).map(Some)
 }
 
 /// The (repo, entity) `id` names: a GitHub URL, an entity key (`issue/12`, `pull/12`, `#12`,

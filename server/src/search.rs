@@ -179,7 +179,7 @@ pub struct SameEntity {
 pub struct SearchResult {
     pub id: String,
     #[serde(rename = "type")]
-    pub row_type: String,
+    pub row_type: RowType,
     pub repo: String,
     pub number: Option<i64>,
     pub title: Option<String>,
@@ -203,7 +203,7 @@ pub struct SearchResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank_score: Option<f32>,
     pub same_entity: Option<SameEntity>,
-    /// The entity (aggregation key); not part of the answer.
+    /// The entity (aggregation key), for the edge summary; not part of the answer.
     #[serde(skip)]
     pub entity: String,
     /// Commits, pull requests and issues: the first release that shipped them, when known.
@@ -459,7 +459,7 @@ pub fn search_with_vector(
         by_entity.insert(entity, results.len());
         results.push(SearchResult {
             id: r.id.clone(),
-            row_type: r.kind().to_string(),
+            row_type: r.kind(),
             repo: r.repo.clone(),
             number: r.number,
             title: r.title.clone(),
@@ -494,10 +494,7 @@ pub fn search_with_vector(
         results.truncate(req.top_k);
     }
     for r in &mut results {
-        let kind: RowType =
-            r.row_type.parse().map_err(|e| ToolError::Unavailable(format!("{e}")))?;
-        if crate::related::summarised(kind) {
-            let s = crate::related::summary(snap, &r.repo, &r.entity)?;
+        if let Some(s) = crate::related::summary_of(snap, r.row_type, &r.repo, &r.entity)? {
             r.first_release = s.first_release;
             r.edges = Some(s.edges);
         }
