@@ -3,9 +3,105 @@
 //! one decoded row, the reference the index is tested against.
 
 use chrono::{DateTime, Utc};
-use globset::GlobMatcher;
+use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
-use crate::row::{Row, RowType};
+use crate::row::{Row, RowType, sha256_hex};
+
+/// Who may read what: the repositories (globs over `owner/name`, ignoring ASCII case) and,
+/// optionally, the row types a caller's token or claims allow. For that caller, rows outside
+/// the scope do not exist: the index filters them out before any cap, and no answer counts,
+/// lists or names them.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    patterns: Vec<String>,
+    repos: GlobSet,
+    types: Vec<RowType>,
+}
+
+/// A scope pattern that is not a usable glob.
+#[derive(Debug, thiserror::Error)]
+#[error("repository pattern {pattern:?} is not a valid glob: {reason}")]
+pub struct ScopeError {
+    pub pattern: String,
+    pub reason: String,
+}
+
+impl Scope {
+    /// The scope of these repository globs (`acme/*`, `acme/widgets`, `*`) and row types
+    /// (empty: every type). No pattern: no repository.
+    pub fn new(patterns: &[String], types: &[RowType]) -> Result<Scope, ScopeError> {
+        let mut set = GlobSetBuilder::new();
+        for p in patterns {
+            let glob = GlobBuilder::new(p)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| ScopeError { pattern: p.clone(), reason: e.kind().to_string() })?;
+            set.add(glob);
+        }
+        let repos = set
+            .build()
+            .map_err(|e| ScopeError { pattern: patterns.join(" "), reason: e.to_string() })?;
+        let mut types = types.to_vec();
+        types.sort_by_key(|t| t.as_str());
+        types.dedup();
+        Ok(Scope { patterns: patterns.to_vec(), repos, types })
+    }
+
+    /// The repository globs, as given.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// The row types allowed; empty means every type.
+    pub fn types(&self) -> &[RowType] {
+        &self.types
+    }
+
+    /// Whether rows of `repo` may be read.
+    pub fn allows_repo(&self, repo: &str) -> bool {
+        self.repos.is_match(repo)
+    }
+
+    /// Whether rows of type `t` may be read.
+    pub fn allows_type(&self, t: RowType) -> bool {
+        self.types.is_empty() || self.types.contains(&t)
+    }
+
+    /// Whether `row` may be read.
+    pub fn allows(&self, row: &Row) -> bool {
+        self.allows_repo(&row.repo) && self.allows_type(row.kind())
+    }
+
+    /// Whether an entity (`issue/12`, `commit/<sha>`, `release/<tag>`, `file/<path>`) of `repo`
+    /// may be shown, e.g. as the other end of a cross-reference: its repository is allowed and,
+    /// with a types scope, one of the row types that stand for such an entity is.
+    pub fn allows_entity(&self, repo: &str, entity: &str) -> bool {
+        if !self.allows_repo(repo) {
+            return false;
+        }
+        if self.types.is_empty() {
+            return true;
+        }
+        let family: &[RowType] = match entity.split_once('/').map_or("", |(t, _)| t) {
+            "issue" => &[RowType::Issue, RowType::PullRequest],
+            "commit" => &[RowType::Commit, RowType::Diff],
+            "release" => &[RowType::Release],
+            "file" => &[RowType::Code, RowType::Doc, RowType::WikiDoc],
+            _ => &[],
+        };
+        family.iter().any(|t| self.types.contains(t))
+    }
+
+    /// A short stable name of what this scope allows: cursors carry it, so a cursor made under
+    /// one scope is refused under another.
+    pub fn fingerprint(&self) -> String {
+        let mut patterns = self.patterns.clone();
+        patterns.sort();
+        let types: Vec<&str> = self.types.iter().map(|t| t.as_str()).collect();
+        sha256_hex(format!("{}\n{}", patterns.join("\n"), types.join(",")).as_bytes())[..16]
+            .to_string()
+    }
+}
 
 /// A set of row filters; an absent filter matches everything.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +128,9 @@ pub struct RowFilter {
     pub since: Option<DateTime<Utc>>,
     /// `updated_at` before this.
     pub until: Option<DateTime<Utc>>,
+    /// The caller's scope: not a filter the caller set (never named by [`Self::set_names`],
+    /// kept by [`Self::only`]), but applied with the others.
+    pub scope: Option<Scope>,
 }
 
 /// The filter names, in the order answers list them.
@@ -68,14 +167,14 @@ impl RowFilter {
         FILTER_NAMES.iter().zip(set).filter(|(_, s)| *s).map(|(n, _)| *n).collect()
     }
 
-    /// Whether no filter is set.
+    /// Whether no filter is set (a scope is not a filter: see [`Self::scope`]).
     pub fn is_empty(&self) -> bool {
         self.set_names().is_empty()
     }
 
-    /// The filter `name` alone (the others unset).
+    /// The filter `name` alone (the others unset), within the same scope.
     pub fn only(&self, name: &str) -> RowFilter {
-        let mut f = RowFilter::default();
+        let mut f = RowFilter { scope: self.scope.clone(), ..RowFilter::default() };
         match name {
             "repo" => f.repo = self.repo.clone(),
             "type" => f.types = self.types.clone(),
@@ -114,6 +213,7 @@ impl RowFilter {
             && self.files_glob.as_ref().is_none_or(|g| paths().any(|x| g.is_match(x)))
             && self.since.is_none_or(|s| row.updated_at.is_some_and(|t| t >= s))
             && self.until.is_none_or(|u| row.updated_at.is_some_and(|t| t < u))
+            && self.scope.as_ref().is_none_or(|s| s.allows(row))
     }
 }
 
@@ -142,6 +242,35 @@ mod tests {
         assert!(f("ada@example.com").matches(&row));
         assert!(f("ada lovelace").matches(&row));
         assert!(!f("ada").matches(&row));
+    }
+
+    #[test]
+    fn scopes_match_repositories_by_glob_ignoring_case() {
+        let s = Scope::new(&["acme/*".into(), "Other/Exact".into()], &[]).unwrap();
+        assert!(s.allows_repo("acme/widgets"));
+        assert!(s.allows_repo("ACME/gadgets"));
+        assert!(s.allows_repo("other/exact"));
+        assert!(!s.allows_repo("acmecorp/widgets"));
+        assert!(!s.allows_repo("other/exact2"));
+        let none = Scope::new(&[], &[]).unwrap();
+        assert!(!none.allows_repo("acme/widgets"));
+        let err = Scope::new(&["acme/[".into()], &[]).unwrap_err().to_string();
+        assert!(err.starts_with("repository pattern \"acme/[\" is not a valid glob"), "{err}");
+    }
+
+    #[test]
+    fn a_types_scope_hides_other_rows_and_entities() {
+        let s = Scope::new(&["*".into()], &[RowType::Issue]).unwrap();
+        let row = Row::new(RowType::Commit, "o/r", "commit/a", 0);
+        assert!(!s.allows(&row));
+        assert!(s.allows_entity("o/r", "issue/3"));
+        assert!(!s.allows_entity("o/r", "commit/abc"));
+        let f = RowFilter { scope: Some(s.clone()), ..Default::default() };
+        assert!(f.is_empty(), "a scope is not a filter the caller set");
+        assert!(!f.matches(&row));
+        assert_eq!(f.only("labels").scope.map(|s| s.fingerprint()), Some(s.fingerprint()));
+        let other = Scope::new(&["*".into()], &[]).unwrap();
+        assert_ne!(s.fingerprint(), other.fingerprint());
     }
 
     #[test]

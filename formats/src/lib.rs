@@ -52,7 +52,7 @@ pub use embed::{
 };
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
-pub use filter::{FILTER_NAMES, RowFilter};
+pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
     READABLE_VERSIONS, SegmentMeta, snapshot_id,

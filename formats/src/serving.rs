@@ -540,7 +540,7 @@ impl ServingIndex {
 
     /// Compiles `filter` into a query over this index; `None` when no filter is set.
     pub fn compile(&self, filter: &RowFilter) -> Result<Option<CompiledFilter>, FormatError> {
-        if filter.is_empty() {
+        if filter.is_empty() && filter.scope.is_none() {
             return Ok(None);
         }
         let f = &self.f;
@@ -591,7 +591,27 @@ impl ServingIndex {
                 bound(filter.until, false),
             )));
         }
-        let query: Box<dyn Query> = if must.len() == 1 {
+        if let Some(scope) = &filter.scope {
+            // Only what the scope excludes from this index becomes a clause: a scope that
+            // allows every repository here adds no repository clause at all.
+            let all = self.terms_where(f.repo, "", |_| true, |_| true)?;
+            let allowed: Vec<Term> = all
+                .iter()
+                .filter(|t| t.value().as_str().is_some_and(|r| scope.allows_repo(r)))
+                .cloned()
+                .collect();
+            if allowed.len() < all.len() {
+                must.push(set_or_empty(allowed));
+            }
+            if !scope.types().is_empty() {
+                let terms =
+                    scope.types().iter().map(|t| Term::from_field_text(f.row_type, t.as_str()));
+                must.push(Box::new(TermSetQuery::new(terms)));
+            }
+        }
+        let query: Box<dyn Query> = if must.is_empty() {
+            return Ok(None);
+        } else if must.len() == 1 {
             must.pop().expect("one clause")
         } else {
             Box::new(BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect()))

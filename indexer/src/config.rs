@@ -31,6 +31,8 @@ pub struct Config {
     pub github_api: Option<String>,
     #[serde(default)]
     pub repos: Vec<RepoConfig>,
+    /// The server's OAuth claim mapping (`[oauth]`, read by `hubdex serve`; docs/deploy.md).
+    pub oauth: Option<toml::Value>,
 }
 
 /// One repository's entry.

@@ -1,5 +1,6 @@
 //! `fetch`: the stored text of rows by id, and `read_span`: exact lines of an indexed file.
 
+use hubdex_formats::Scope;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -81,16 +82,22 @@ pub(crate) fn fetch_ids(
     Ok((ids, a.string("snapshot")?))
 }
 
-/// Fetches rows by id; unknown ids are listed in `not_found`, the rest returned in order.
-pub fn fetch(snap: &OpenSnapshot, ids: &[String]) -> Result<FetchAnswer, ToolError> {
+/// Fetches rows by id; unknown ids are listed in `not_found`, the rest returned in order. A row
+/// outside `scope` is not found, exactly like an unknown id.
+pub fn fetch(
+    snap: &OpenSnapshot,
+    ids: &[String],
+    scope: Option<&Scope>,
+) -> Result<FetchAnswer, ToolError> {
     let mut results = Vec::new();
     let mut not_found = Vec::new();
     for id in ids {
-        let Some(r) = snap.row(id).map_err(crate::filter::index_error)? else {
+        let row = snap.row(id).map_err(crate::filter::index_error)?;
+        let Some(r) = row.filter(|r| scope.is_none_or(|s| s.allows(r))) else {
             not_found.push(id.clone());
             continue;
         };
-        let summary = crate::related::summary_of(snap, r.kind(), &r.repo, &r.entity)?;
+        let summary = crate::related::summary_of(snap, r.kind(), &r.repo, &r.entity, scope)?;
         results.push(FetchItem {
             id: r.id.clone(),
             row_type: r.kind().to_string(),
@@ -186,9 +193,17 @@ impl SpanRequest {
     }
 }
 
-/// Returns the exact lines of an indexed file, at the commit it was indexed at.
-pub fn read_span(snap: &OpenSnapshot, req: &SpanRequest) -> Result<SpanAnswer, ToolError> {
-    let Some(seg) = snap.segment_of_repo(&req.repo) else {
+/// Returns the exact lines of an indexed file, at the commit it was indexed at. A repository
+/// outside `scope` is answered exactly like one the snapshot does not hold, and a file of a row
+/// type outside it like a file that is not indexed.
+pub fn read_span(
+    snap: &OpenSnapshot,
+    req: &SpanRequest,
+    scope: Option<&Scope>,
+) -> Result<SpanAnswer, ToolError> {
+    let seg =
+        snap.segment_of_repo(&req.repo).filter(|_| scope.is_none_or(|s| s.allows_repo(&req.repo)));
+    let Some(seg) = seg else {
         return Err(ToolError::arg(
             "repo",
             format!(
@@ -202,6 +217,7 @@ pub fn read_span(snap: &OpenSnapshot, req: &SpanRequest) -> Result<SpanAnswer, T
         Some(files) => files.get(&req.repo, &req.path).map_err(crate::filter::index_error)?,
         None => None,
     };
+    let file = file.filter(|_| scope.is_none_or(|s| s.allows_entity(&req.repo, "file/")));
     let Some(file) = file else {
         return Err(ToolError::arg(
             "path",

@@ -97,13 +97,18 @@ pub(crate) fn filters_from_args(a: &Args<'_>) -> Result<Filters, ToolError> {
         files_glob,
         since,
         until,
+        // Set from the caller, never from arguments.
+        scope: None,
     })
 }
 
 /// Whether a segment can hold rows `filters` accept, judged from what the manifest says of it
-/// (a `repo` filter skips every segment of other repositories without touching it).
+/// (a `repo` filter or the caller's scope skips every segment of other repositories without
+/// touching it).
 pub(crate) fn may_match(filters: &Filters, seg: &hubdex_formats::Segment) -> bool {
-    filters.repo.as_ref().is_none_or(|r| seg.meta.repositories().contains(r))
+    let repos = seg.meta.repositories();
+    filters.repo.as_ref().is_none_or(|r| repos.contains(r))
+        && filters.scope.as_ref().is_none_or(|s| repos.iter().any(|r| s.allows_repo(r)))
 }
 
 /// The filters that, each on its own, match no row of the snapshot: answered from each

@@ -1,12 +1,14 @@
 //! The HTTP face: MCP streamable HTTP at `/mcp`, the REST mirror under `/v1`, `/healthz` and
-//! `/metrics`, behind Host/Origin checks, an optional bearer token, a body cap and timeouts.
+//! `/metrics`, behind Host/Origin checks, bearer authentication (one all-repositories token,
+//! scoped tokens from a tokens file, OAuth access tokens), a body cap and timeouts. The
+//! authenticated [`Caller`] rides on each request into the tools, which see only its scope.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -19,14 +21,20 @@ use subtle::ConstantTimeEq as _;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use crate::access::{AuthError, Caller, CallerKind, TokenStore};
 use crate::args::ToolError;
 use crate::mcp::HubdexMcp;
+use crate::oauth::{OAuth, resource_metadata};
 use crate::state::AppState;
 use crate::tools::call_tool_via;
 use crate::webhook::{WebhookConfig, github_webhook};
 
 /// Where GitHub delivers webhooks (authenticated by signature, not by the bearer token).
 pub(crate) const WEBHOOK_PATH: &str = "/webhooks/github";
+
+/// Where the protected resource metadata (RFC 9728) of the whole server is; with `/mcp`
+/// appended, that of the MCP endpoint.
+pub(crate) const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// Largest request body accepted (413 beyond).
 pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -43,8 +51,16 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted besides loopback ones, as `scheme://host[:port]`.
     pub allowed_origins: Vec<String>,
-    /// When set, every route but `/healthz` and the webhook needs `Authorization: Bearer <token>`.
+    /// When set, every route but `/healthz`, the webhook and the resource metadata needs
+    /// `Authorization: Bearer <token>`; this token reads every repository.
     pub token: Option<String>,
+    /// Scoped tokens (`--tokens-file`), re-read when the file changes.
+    pub tokens: Option<Arc<TokenStore>>,
+    /// OAuth access tokens of one issuer.
+    pub oauth: Option<Arc<OAuth>>,
+    /// The server's public base URL (`https://hubdex.example.com`), for the resource metadata;
+    /// default `http://<Host>`.
+    pub public_url: Option<String>,
     /// When set, `POST /webhooks/github` verifies deliveries with this secret and queues them.
     pub webhook: Option<WebhookConfig>,
 }
@@ -53,6 +69,9 @@ struct Guard {
     hosts: Vec<String>,
     origins: Vec<String>,
     token: Option<String>,
+    tokens: Option<Arc<TokenStore>>,
+    oauth: Option<Arc<OAuth>>,
+    public_url: Option<String>,
     state: Arc<AppState>,
 }
 
@@ -85,13 +104,91 @@ impl Guard {
         LOOPBACK_HOSTS.contains(&host_name(rest))
     }
 
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.token else { return true };
+    /// Who sends `headers`: the holder of the single token, of a tokens-file token, of an
+    /// OAuth access token, or anyone when no authentication is configured.
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, AuthError> {
+        if self.token.is_none() && self.tokens.is_none() && self.oauth.is_none() {
+            return Ok(Caller {
+                name: "anonymous".into(),
+                kind: CallerKind::Anonymous,
+                scope: None,
+            });
+        }
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes())))
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(AuthError::Missing)?;
+        if let Some(token) = &self.token
+            && bool::from(given.as_bytes().ct_eq(token.as_bytes()))
+        {
+            return Ok(Caller { name: "token".into(), kind: CallerKind::Token, scope: None });
+        }
+        // A JWT is three base64url parts; a hubdex token has no dot.
+        if let Some(oauth) = &self.oauth
+            && given.split('.').count() == 3
+        {
+            return oauth.authenticate(given).await;
+        }
+        if let Some(tokens) = &self.tokens
+            && let Some(caller) = tokens.authenticate(given)?
+        {
+            return Ok(caller);
+        }
+        Err(AuthError::Invalid)
+    }
+
+    /// The server's base URL as clients reach it.
+    fn base_url(&self, headers: &HeaderMap) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => {
+                let host =
+                    headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+                format!("http://{host}")
+            }
+        }
+    }
+
+    /// The 401 answer: `WWW-Authenticate: Bearer`, with the resource metadata's address when
+    /// OAuth is on (MCP authorization) and `error="invalid_token"` when a token was sent.
+    fn unauthorized(&self, headers: &HeaderMap, path: &str, err: &AuthError) -> Response {
+        let status = if *err == AuthError::NoGrant {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        let mut r = error_response(status, &err.to_string());
+        let mut challenge = "Bearer".to_string();
+        if self.oauth.is_some() {
+            let suffix = if path == "/mcp" || path.starts_with("/mcp/") { "/mcp" } else { "" };
+            challenge.push_str(&format!(
+                " resource_metadata=\"{}{RESOURCE_METADATA_PATH}{suffix}\"",
+                self.base_url(headers)
+            ));
+        }
+        match err {
+            AuthError::Missing => {}
+            AuthError::NoGrant => challenge.push_str(", error=\"insufficient_scope\""),
+            _ => challenge.push_str(", error=\"invalid_token\""),
+        }
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        r
+    }
+}
+
+fn refusal_reason(e: &AuthError) -> &'static str {
+    match e {
+        AuthError::Missing => "missing",
+        AuthError::Invalid => "invalid",
+        AuthError::Expired(_) => "expired",
+        AuthError::TokensUnavailable => "tokens_file_unreadable",
+        AuthError::Jwt(_) => "jwt",
+        AuthError::NoGrant => "no_grant",
     }
 }
 
@@ -100,8 +197,11 @@ fn error_response(status: StatusCode, message: &str) -> Response {
 }
 
 /// Host and Origin validation (DNS rebinding), bearer auth, and response counting.
-async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
+    let path = req.uri().path().to_string();
+    let open =
+        path == "/healthz" || path == WEBHOOK_PATH || path.starts_with(RESOURCE_METADATA_PATH);
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     let response = if !g.host_ok(host) {
         error_response(
@@ -115,15 +215,24 @@ async fn guard(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
             StatusCode::FORBIDDEN,
             &format!("Origin {origin:?} is not allowed (see --allowed-origin)"),
         )
-    } else if !["/healthz", WEBHOOK_PATH].contains(&req.uri().path()) && !g.token_ok(headers) {
-        let mut r = error_response(
-            StatusCode::UNAUTHORIZED,
-            "a bearer token is required: Authorization: Bearer <token>",
-        );
-        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        r
-    } else {
+    } else if open {
         next.run(req).await
+    } else {
+        match g.authenticate(headers).await {
+            Err(e) => {
+                g.state.metrics.auth_refused(refusal_reason(&e));
+                tracing::info!(target: "hubdex::audit", path = %path, refused = refusal_reason(&e), "request refused");
+                g.unauthorized(req.headers(), &path, &e)
+            }
+            Ok(caller) if path == "/metrics" && !caller.is_unscoped() => error_response(
+                StatusCode::FORBIDDEN,
+                "/metrics counts every caller's calls: it needs a token that reads every repository",
+            ),
+            Ok(caller) => {
+                req.extensions_mut().insert(caller);
+                next.run(req).await
+            }
+        }
     };
     g.state.metrics.http(response.status().as_u16());
     response
@@ -166,7 +275,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-async fn rest(state: &Arc<AppState>, tool: &str, body: Option<Bytes>) -> Response {
+async fn rest(state: &Arc<AppState>, caller: &Caller, tool: &str, body: Option<Bytes>) -> Response {
     let args: Map<String, Value> = match body {
         None => Map::new(),
         Some(b) if b.iter().all(u8::is_ascii_whitespace) => Map::new(),
@@ -186,7 +295,7 @@ async fn rest(state: &Arc<AppState>, tool: &str, body: Option<Bytes>) -> Respons
             }
         },
     };
-    match call_tool_via(state, "rest", tool, &args).await {
+    match call_tool_via(state, caller, "rest", tool, &args).await {
         Ok(v) => Json(v).into_response(),
         Err(ToolError::Argument { argument, message }) => (
             StatusCode::BAD_REQUEST,
@@ -209,7 +318,7 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         .with_allowed_hosts(hosts);
     let mcp_state = state.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(HubdexMcp::new(mcp_state.clone())),
+        move || Ok(HubdexMcp::for_http(mcp_state.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -217,12 +326,27 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         hosts: opts.allowed_hosts.clone(),
         origins: opts.allowed_origins.clone(),
         token: opts.token.clone(),
+        tokens: opts.tokens.clone(),
+        oauth: opts.oauth.clone(),
+        public_url: opts.public_url.clone(),
         state: state.clone(),
     });
     let rest_route = |tool: &'static str| {
-        post(move |State(s): State<Arc<AppState>>, body: Bytes| async move {
-            rest(&s, tool, Some(body)).await
-        })
+        post(
+            move |State(s): State<Arc<AppState>>, Extension(c): Extension<Caller>, body: Bytes| async move {
+                rest(&s, &c, tool, Some(body)).await
+            },
+        )
+    };
+    let metadata_router = match &opts.oauth {
+        Some(oauth) => {
+            let at_root = metadata_route(guard_state.clone(), oauth.clone(), "");
+            let at_mcp = metadata_route(guard_state.clone(), oauth.clone(), "/mcp");
+            Router::new()
+                .route(RESOURCE_METADATA_PATH, get(at_root))
+                .route(&format!("{RESOURCE_METADATA_PATH}/mcp"), get(at_mcp))
+        }
+        None => Router::new(),
     };
     let mcp_router =
         Router::new().nest_service("/mcp", mcp).layer(middleware::from_fn(refuse_batches));
@@ -235,6 +359,7 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
     Router::new()
         .merge(mcp_router)
         .merge(webhook_router)
+        .merge(metadata_router)
         .route("/v1/search", rest_route("search"))
         .route("/v1/scan", rest_route("scan"))
         .route("/v1/fetch", rest_route("fetch"))
@@ -242,9 +367,9 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         .route("/v1/related", rest_route("related"))
         .route(
             "/v1/stats",
-            get(
-                |State(s): State<Arc<AppState>>| async move { rest(&s, "index_stats", None).await },
-            ),
+            get(|State(s): State<Arc<AppState>>, Extension(c): Extension<Caller>| async move {
+                rest(&s, &c, "index_stats", None).await
+            }),
         )
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -252,6 +377,19 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         .layer(middleware::from_fn_with_state(guard_state, guard))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+}
+
+/// The handler of one protected resource metadata document: the resource is the server's base
+/// URL plus `suffix` (RFC 9728 §3.3: it must equal the URL the document is named after).
+fn metadata_route(
+    guard: Arc<Guard>,
+    oauth: Arc<OAuth>,
+    suffix: &'static str,
+) -> impl Fn(HeaderMap) -> std::future::Ready<Json<Value>> + Clone {
+    move |headers: HeaderMap| {
+        let resource = format!("{}{suffix}", guard.base_url(&headers));
+        std::future::ready(Json(resource_metadata(&resource, oauth.issuer())))
+    }
 }
 
 /// Serves until the process is stopped.

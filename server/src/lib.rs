@@ -4,6 +4,7 @@
 //! Only this crate knows MCP and JSON; it turns `hubdex-formats` rows into its own answer
 //! structs ([`SearchAnswer`]).
 
+mod access;
 mod args;
 mod eval;
 mod fetch;
@@ -11,6 +12,7 @@ mod filter;
 mod http;
 mod mcp;
 mod metrics;
+mod oauth;
 mod related;
 mod scan;
 mod search;
@@ -19,6 +21,7 @@ mod state;
 mod tools;
 mod webhook;
 
+pub use access::{AuthError, Caller, CallerKind, TokenEntry, TokenStore, TokensError, TokensFile};
 pub use args::{Args, ToolError};
 pub use eval::{
     EvalQuery, Mode, ModeReport, load_eval, matches as eval_matches, render_table, run_eval,
@@ -27,6 +30,7 @@ pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
 pub use http::{HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
+pub use oauth::{ClaimGrant, OAuth, OAuthConfig, load_grants, resource_metadata};
 pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
     related, summary as edge_summary,
@@ -41,5 +45,5 @@ pub use snapshot::{
     pull_snapshot,
 };
 pub use state::AppState;
-pub use tools::{ToolSpec, call_tool, call_tool_via, render_text, tool_specs};
+pub use tools::{ToolSpec, call_tool, call_tool_as, call_tool_via, render_text, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

@@ -9,9 +9,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{Device, Embedder, Reranker, Store};
 use hubdex_server::{
-    AppState, Blend, HttpOptions, HubdexMcp, Mode, RelatedRequest, WebhookConfig, call_tool_via,
-    default_cache, load_eval, open_snapshot, related, render_table, render_text, run_eval,
-    serve_http,
+    AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
+    TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval, load_grants,
+    open_snapshot, related, render_table, render_text, run_eval, serve_http,
 };
 use rmcp::ServiceExt as _;
 use serde_json::{Map, Value, json};
@@ -120,9 +120,33 @@ enum Command {
         /// Serve MCP over HTTP at ADDR (default 127.0.0.1:8080; bind 0.0.0.0 only behind a proxy).
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
         http: Option<SocketAddr>,
-        /// File holding the bearer token HTTP clients must send (or set $HUBDEX_TOKEN).
+        /// File holding a bearer token that reads every repository (or set $HUBDEX_TOKEN).
         #[arg(long = "token-file")]
         token_file: Option<PathBuf>,
+        /// Scoped tokens (TOML, managed with `hubdex token`): each reads only its repositories.
+        /// Re-read when it changes, so a revoke needs no restart.
+        #[arg(long = "tokens-file")]
+        tokens_file: Option<PathBuf>,
+        /// Accept OAuth access tokens (JWTs) of this issuer; hubdex.toml's [[oauth.grant]]
+        /// maps their claims to repositories.
+        #[arg(long = "oauth-issuer", requires = "oauth_audience")]
+        oauth_issuer: Option<String>,
+        /// The audience (aud) access tokens must be issued for: this server's resource URL.
+        #[arg(long = "oauth-audience", requires = "oauth_issuer")]
+        oauth_audience: Option<String>,
+        /// The issuer's JWKS URL (default: discovered from the issuer's metadata).
+        #[arg(long = "oauth-jwks-url", requires = "oauth_issuer")]
+        oauth_jwks_url: Option<String>,
+        /// The hubdex.toml holding [[oauth.grant]] (default ./hubdex.toml).
+        #[arg(long, default_value = "hubdex.toml")]
+        config: PathBuf,
+        /// This server's public base URL (https://hubdex.example.com), named in the OAuth
+        /// protected resource metadata; default http://<Host header>.
+        #[arg(long = "public-url")]
+        public_url: Option<String>,
+        /// Put each call's arguments (query text, ids, paths) in its audit line.
+        #[arg(long = "audit-queries")]
+        audit_queries: bool,
         /// After queueing a webhook delivery, send repository_dispatch (event `hubdex-delta`)
         /// to this owner/name so the index workflow starts now (token from $GITHUB_TOKEN).
         #[arg(long = "dispatch-repo")]
@@ -156,6 +180,85 @@ enum Command {
     Unpin { id: String },
     /// Download a snapshot (an id, or `latest`) into DIR as a store of its own, verified.
     Pull { id: String, dir: PathBuf },
+    /// Manage the scoped tokens of a tokens file (`serve --tokens-file`).
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenAction {
+    /// Add a token and print it once (only its sha256 is stored).
+    Add {
+        /// The token's name, shown in audit lines and metrics.
+        name: String,
+        /// Repositories it may read: globs like acme/* or acme/widgets (repeatable; * for all).
+        #[arg(long = "repos", required = true, num_args = 1..)]
+        repos: Vec<String>,
+        /// Row types it may read (repeatable; default all).
+        #[arg(long = "types", num_args = 1..)]
+        types: Vec<String>,
+        /// When it stops working: a date (end of that day, UTC) or an RFC 3339 time.
+        #[arg(long)]
+        expires: Option<String>,
+        #[arg(long = "tokens-file", env = "HUBDEX_TOKENS_FILE")]
+        tokens_file: PathBuf,
+    },
+    /// List the tokens: name, repositories, types, expiry.
+    List {
+        #[arg(long = "tokens-file", env = "HUBDEX_TOKENS_FILE")]
+        tokens_file: PathBuf,
+    },
+    /// Remove a token; a server re-reads the file on its next request.
+    Revoke {
+        name: String,
+        #[arg(long = "tokens-file", env = "HUBDEX_TOKENS_FILE")]
+        tokens_file: PathBuf,
+    },
+}
+
+fn run_token(action: &TokenAction) -> anyhow::Result<()> {
+    match action {
+        TokenAction::Add { name, repos, types, expires, tokens_file } => {
+            let mut file = TokensFile::load(tokens_file)?;
+            let token =
+                file.add(name, repos, types, expires.as_deref()).map_err(anyhow::Error::msg)?;
+            file.save(tokens_file)?;
+            eprintln!("added token {name:?} to {}; it is shown once, here:", tokens_file.display());
+            println!("{token}");
+            Ok(())
+        }
+        TokenAction::List { tokens_file } => {
+            let file = TokensFile::load(tokens_file)?;
+            if file.token.is_empty() {
+                eprintln!("{} holds no token", tokens_file.display());
+            }
+            for t in &file.token {
+                let types =
+                    if t.types.is_empty() { "all types".to_string() } else { t.types.join(",") };
+                let expires = t.expires.as_deref().unwrap_or("never");
+                println!("{}\trepos {}\t{types}\texpires {expires}", t.name, t.repos.join(","));
+            }
+            Ok(())
+        }
+        TokenAction::Revoke { name, tokens_file } => {
+            let mut file = TokensFile::load(tokens_file)?;
+            if !file.revoke(name) {
+                return Err(hubdex_server::TokensError::NoSuchToken {
+                    path: tokens_file.clone(),
+                    name: name.clone(),
+                }
+                .into());
+            }
+            file.save(tokens_file)?;
+            eprintln!(
+                "revoked {name:?}: a server re-reads {} on its next request",
+                tokens_file.display()
+            );
+            Ok(())
+        }
+    }
 }
 
 /// A secret from a file (`flag`) or else an environment variable, trimmed; empty is an error.
@@ -183,7 +286,9 @@ fn default_model() -> String {
     hubdex_formats::default_model_dir().display().to_string()
 }
 
-async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
+/// The server state: the newest snapshot, the query model and the reranker when given;
+/// `audit_queries` puts call arguments in audit lines.
+async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Result<Arc<AppState>> {
     let cache = cli.cache.clone().unwrap_or_else(default_cache);
     let snap = open_snapshot(&store, &cache, None).await?;
     let model = cli.model.clone().unwrap_or_else(default_model);
@@ -203,6 +308,7 @@ async fn load_state(cli: &Cli, store: Store) -> anyhow::Result<Arc<AppState>> {
         );
     }
     let mut state = AppState::new(store, cache, snap, Arc::new(embedder));
+    state.audit_queries = audit_queries;
     if let Some(dir) = cli.rerank_model.clone() {
         let shown = dir.display().to_string();
         let reranker = tokio::task::spawn_blocking(move || Reranker::load(&dir))
@@ -239,6 +345,9 @@ fn print_answer(answer: &Value) {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Token { action } = &cli.command {
+        return run_token(action);
+    }
     let store_url = cli.store.clone().unwrap_or_else(|| "./.hubdex/store".to_string());
     // A store that does not exist is an error here: the server never creates one.
     if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
@@ -248,6 +357,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let store = Store::open(&store_url)?;
     match &cli.command {
+        Command::Token { action } => run_token(action),
         Command::Snapshots => {
             let current = store.latest().await?.map(|l| l.snapshot);
             let ids = store.snapshots().await?;
@@ -309,7 +419,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     rerank: false,
                 });
             }
-            let state = load_state(&cli, store).await?;
+            let state = load_state(&cli, store, false).await?;
             let k = *k as usize;
             let total = queries.len();
             let reports = tokio::task::spawn_blocking(move || {
@@ -352,7 +462,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let req = RelatedRequest::from_args(&args)?;
             let cache = cli.cache.clone().unwrap_or_else(default_cache);
             let snap = open_snapshot(&store, &cache, snapshot.as_deref()).await?;
-            let answer = serde_json::to_value(related(&snap, &req)?)?;
+            let answer = serde_json::to_value(related(&snap, &req, None)?)?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
@@ -361,7 +471,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Query { text, json, top_k, types, repo, fusion, snapshot, rerank } => {
-            let state = load_state(&cli, store).await?;
+            let state = load_state(&cli, store, false).await?;
             let mut args = Map::new();
             args.insert("query".into(), json!(text));
             args.insert("top_k".into(), json!(top_k));
@@ -376,7 +486,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(s) = snapshot {
                 args.insert("snapshot".into(), json!(s));
             }
-            let answer = call_tool_via(&state, "cli", "search", &args).await?;
+            let answer = call_tool_via(&state, &Caller::local(), "cli", "search", &args).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
@@ -390,12 +500,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             allowed_hosts,
             allowed_origins,
             token_file,
+            tokens_file,
+            oauth_issuer,
+            oauth_audience,
+            oauth_jwks_url,
+            config,
+            public_url,
+            audit_queries,
             webhook_secret_file,
             poll_interval,
             dispatch_repo,
             github_api,
         } => {
-            let state = load_state(&cli, store).await?;
+            if *stdio && (tokens_file.is_some() || oauth_issuer.is_some()) {
+                anyhow::bail!(
+                    "--tokens-file and --oauth-issuer apply to --http; stdio serves the local user"
+                );
+            }
+            // Checked before the model loads, so a bad file fails fast.
+            let tokens = tokens_file.as_deref().map(TokenStore::open).transpose()?.map(Arc::new);
+            let oauth = match (oauth_issuer, oauth_audience) {
+                (Some(issuer), Some(audience)) => {
+                    let grants = if config.is_file() { load_grants(config)? } else { Vec::new() };
+                    if grants.is_empty() {
+                        anyhow::bail!(
+                            "--oauth-issuer needs [[oauth.grant]] entries in {} mapping claims to repositories (docs/deploy.md)",
+                            config.display()
+                        );
+                    }
+                    Some(Arc::new(OAuth::new(OAuthConfig {
+                        issuer: issuer.clone(),
+                        audience: audience.clone(),
+                        jwks_url: oauth_jwks_url.clone(),
+                        grants,
+                    })?))
+                }
+                _ => None,
+            };
+            let state = load_state(&cli, store, *audit_queries).await?;
             if *poll_interval > 0 {
                 state.spawn_poller(std::time::Duration::from_secs(*poll_interval));
             }
@@ -414,6 +556,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     allowed_hosts: allowed_hosts.clone(),
                     allowed_origins: allowed_origins.clone(),
                     token,
+                    tokens,
+                    oauth,
+                    public_url: public_url.clone(),
                     webhook: match secret {
                         None => None,
                         Some(s) => Some(WebhookConfig {
@@ -438,13 +583,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+    let subscriber = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,hubdex::audit=info".into()),
         )
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    if std::env::var("HUBDEX_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        subscriber.json().init();
+    } else {
+        subscriber.init();
+    }
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -11,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use crate::access::Caller;
 use crate::state::AppState;
 use crate::tools::{call_tool_via, tool_specs};
 
@@ -18,12 +19,21 @@ use crate::tools::{call_tool_via, tool_specs};
 #[derive(Clone)]
 pub struct HubdexMcp {
     state: Arc<AppState>,
+    /// Who calls over this transport when the request does not say: the local operator over
+    /// stdio; nobody over HTTP, where the HTTP layer puts the authenticated [`Caller`] on each
+    /// request (a request without one is refused, never served as the operator).
+    caller: Option<Caller>,
 }
 
 impl HubdexMcp {
-    /// A handler over `state`.
+    /// A handler over `state` for the local operator (stdio).
     pub fn new(state: Arc<AppState>) -> Self {
-        HubdexMcp { state }
+        HubdexMcp { state, caller: Some(Caller::local()) }
+    }
+
+    /// A handler over `state` whose callers come with each HTTP request.
+    pub(crate) fn for_http(state: Arc<AppState>) -> Self {
+        HubdexMcp { state, caller: None }
     }
 }
 
@@ -68,10 +78,21 @@ impl ServerHandler for HubdexMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let from_http = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned();
+        let Some(caller) = from_http.or_else(|| self.caller.clone()) else {
+            return Err(ErrorData::invalid_request(
+                "the request carries no authenticated caller",
+                None,
+            ));
+        };
         let args = request.arguments.unwrap_or_default();
-        let result = match call_tool_via(&self.state, "mcp", &request.name, &args).await {
+        let result = match call_tool_via(&self.state, &caller, "mcp", &request.name, &args).await {
             Ok(value) => {
                 let text = crate::tools::render_text(&request.name, &value);
                 let mut r = CallToolResult::structured(value);

@@ -17,6 +17,19 @@ struct ToolLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    transport: String,
+    /// The token's name (never the token); `oauth` for OAuth callers.
+    caller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuthLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolErrorLabels {
     tool: String,
     kind: String,
@@ -35,7 +48,8 @@ struct SnapshotLabels {
 /// The server's metrics registry.
 pub struct Metrics {
     registry: Registry,
-    calls: Family<ToolLabels, Counter>,
+    calls: Family<CallLabels, Counter>,
+    auth_refused: Family<AuthLabels, Counter>,
     errors: Family<ToolErrorLabels, Counter>,
     latency: Family<ToolLabels, Histogram>,
     http: Family<HttpLabels, Counter>,
@@ -56,7 +70,8 @@ impl std::fmt::Debug for Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("hubdex");
-        let calls = Family::<ToolLabels, Counter>::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        let auth_refused = Family::<AuthLabels, Counter>::default();
         let errors = Family::<ToolErrorLabels, Counter>::default();
         let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -64,7 +79,16 @@ impl Default for Metrics {
         let http = Family::<HttpLabels, Counter>::default();
         let snapshot = Family::<SnapshotLabels, Gauge>::default();
         let snapshot_created = Gauge::<i64>::default();
-        registry.register("tool_calls", "Tool calls by tool and transport", calls.clone());
+        registry.register(
+            "tool_calls",
+            "Tool calls by tool, transport and caller (token name)",
+            calls.clone(),
+        );
+        registry.register(
+            "auth_refused",
+            "Requests refused for their credentials, by reason",
+            auth_refused.clone(),
+        );
         registry.register(
             "tool_errors",
             "Tool calls answered with an error, by tool and kind",
@@ -104,6 +128,7 @@ impl Default for Metrics {
             segments_opened,
             registry,
             calls,
+            auth_refused,
             errors,
             latency,
             http,
@@ -118,15 +143,32 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Records one tool call.
-    pub(crate) fn tool(&self, tool: &str, transport: &str, seconds: f64, error: Option<&str>) {
+    pub(crate) fn tool(
+        &self,
+        tool: &str,
+        transport: &str,
+        caller: &str,
+        seconds: f64,
+        error: Option<&str>,
+    ) {
         let labels = ToolLabels { tool: tool.to_string(), transport: transport.to_string() };
-        self.calls.get_or_create(&labels).inc();
+        let call = CallLabels {
+            tool: tool.to_string(),
+            transport: transport.to_string(),
+            caller: caller.to_string(),
+        };
+        self.calls.get_or_create(&call).inc();
         self.latency.get_or_create(&labels).observe(seconds);
         if let Some(kind) = error {
             self.errors
                 .get_or_create(&ToolErrorLabels { tool: tool.to_string(), kind: kind.to_string() })
                 .inc();
         }
+    }
+
+    /// Records a request refused for its credentials.
+    pub(crate) fn auth_refused(&self, reason: &str) {
+        self.auth_refused.get_or_create(&AuthLabels { reason: reason.to_string() }).inc();
     }
 
     /// Records one HTTP response.

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use hubdex_formats::{
-    Direction, Edge, EdgeKind, Row, RowFilter, RowType, Segment, entity_type, entity_web_path,
-    row_id,
+    Direction, Edge, EdgeKind, Row, RowFilter, RowType, Scope, Segment, entity_type,
+    entity_web_path, row_id,
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -254,17 +254,30 @@ fn edge_segments<'a>(snap: &'a OpenSnapshot, repo: &str, dir: Direction) -> Vec<
     }
 }
 
-/// The edges of an entity in one direction: (kind, segment, doc), in index order.
+/// The edges of an entity in one direction: (kind, segment, doc), in index order. With a
+/// scope, only edges whose other end the scope shows: an edge to or from a hidden repository is
+/// neither listed nor counted.
 fn edge_docs<'a>(
     snap: &'a OpenSnapshot,
     repo: &str,
     entity: &str,
     dir: Direction,
+    scope: Option<&Scope>,
 ) -> Result<Vec<(EdgeKind, &'a Segment, u32)>, ToolError> {
     let mut out = Vec::new();
     for seg in edge_segments(snap, repo, dir) {
         let Some(edges) = &seg.edges else { continue };
         for (doc, kind) in edges.docs(dir, repo, entity).map_err(index_error)? {
+            if let Some(s) = scope {
+                let e = read_edge(seg, doc)?;
+                let (other_repo, other) = match dir {
+                    Direction::Out => (&e.target_repo, &e.target),
+                    Direction::In => (&e.source_repo, &e.source),
+                };
+                if !s.allows_entity(other_repo, other) {
+                    continue;
+                }
+            }
             out.push((kind, seg, doc));
         }
     }
@@ -289,10 +302,16 @@ fn first_release(docs: &[(EdgeKind, &Segment, u32)]) -> Result<Option<ReleaseRef
     }))
 }
 
-/// `first_release` and edge counts of an entity, for search and fetch results.
-pub fn summary(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<EdgeSummary, ToolError> {
-    let out = edge_docs(snap, repo, entity, Direction::Out)?;
-    let incoming = edge_docs(snap, repo, entity, Direction::In)?;
+/// `first_release` and edge counts of an entity, for search and fetch results, as far as
+/// `scope` sees.
+pub fn summary(
+    snap: &OpenSnapshot,
+    repo: &str,
+    entity: &str,
+    scope: Option<&Scope>,
+) -> Result<EdgeSummary, ToolError> {
+    let out = edge_docs(snap, repo, entity, Direction::Out, scope)?;
+    let incoming = edge_docs(snap, repo, entity, Direction::In, scope)?;
     let mut edges = BTreeMap::new();
     for (k, _, _) in out.iter().chain(&incoming) {
         *edges.entry(k.as_str().to_string()).or_default() += 1;
@@ -307,18 +326,49 @@ pub(crate) fn summary_of(
     kind: RowType,
     repo: &str,
     entity: &str,
+    scope: Option<&Scope>,
 ) -> Result<Option<EdgeSummary>, ToolError> {
     if !matches!(kind, RowType::Commit | RowType::PullRequest | RowType::Issue) {
         return Ok(None);
     }
-    summary(snap, repo, entity).map(Some)
+    summary(snap, repo, entity, scope).map(Some)
+}
+
+/// The error for an entity the snapshot does not hold, or holds outside the caller's scope: the
+/// same words either way.
+fn unknown_entity(snap: &OpenSnapshot, repo: &str, entity: &str) -> ToolError {
+    ToolError::arg(
+        "id",
+        format!("snapshot {} holds no row of {repo} {entity} and no edge to or from it", snap.id()),
+    )
 }
 
 /// The (repo, entity) `id` names: a GitHub URL, an entity key (`issue/12`, `pull/12`, `#12`,
-/// `owner/name#12`, `commit/<sha>`, `release/<tag>`, `file/<path>`) or a row id.
+/// `owner/name#12`, `commit/<sha>`, `release/<tag>`, `file/<path>`) or a row id. An entity
+/// outside `scope` is answered as one the snapshot does not hold, before anything of its
+/// repository is read.
 fn resolve_id(
     snap: &OpenSnapshot,
     req: &RelatedRequest,
+    scope: Option<&Scope>,
+) -> Result<(String, String, Option<Row>), ToolError> {
+    let (repo, entity, row) = resolve_unscoped(snap, req, scope)?;
+    if scope.is_some_and(|s| !s.allows_entity(&repo, &entity)) {
+        return Err(unknown_entity(snap, &repo, &entity));
+    }
+    let sha_prefix = entity.strip_prefix("commit/").is_some_and(|s| s.len() < 40);
+    if row.is_none() && sha_prefix {
+        let (repo, entity) = expand_sha(snap, repo, entity)?;
+        return Ok((repo, entity, None));
+    }
+    Ok((repo, entity, row))
+}
+
+/// [`resolve_id`] before the scope check and the short-SHA expansion.
+fn resolve_unscoped(
+    snap: &OpenSnapshot,
+    req: &RelatedRequest,
+    scope: Option<&Scope>,
 ) -> Result<(String, String, Option<Row>), ToolError> {
     let id = req.id.as_str();
     let bad = |m: String| ToolError::arg("id", m);
@@ -344,7 +394,7 @@ fn resolve_id(
                 )));
             }
         };
-        return expand_sha(snap, repo, entity).map(|(r, e)| (r, e, None));
+        return Ok((repo, entity, None));
     }
     if let Some((owner_repo, n)) = id.split_once('#')
         && owner_repo.contains('/')
@@ -362,7 +412,8 @@ fn resolve_id(
     };
     let Some(entity) = entity else {
         // A row id.
-        let row = snap.row(id).map_err(index_error)?.ok_or_else(|| {
+        let row = snap.row(id).map_err(index_error)?;
+        let row = row.filter(|r| scope.is_none_or(|s| s.allows(r))).ok_or_else(|| {
             bad(format!(
                 "no row has id {id:?}; id takes a row id, an entity (issue/123, commit/<sha>, \
                  release/<tag>, file/<path>) or a GitHub URL"
@@ -378,11 +429,13 @@ fn resolve_id(
     let repo = match &req.repo {
         Some(r) => r.clone(),
         None => {
+            // The repositories the caller sees: a hidden one is not counted.
             let repos: Vec<String> = snap
                 .manifest
                 .segments
                 .iter()
                 .map(|s| s.repo.clone())
+                .filter(|r| scope.is_none_or(|s| s.allows_repo(r)))
                 .collect::<HashSet<_>>()
                 .into_iter()
                 .collect();
@@ -398,7 +451,7 @@ fn resolve_id(
             repos[0].clone()
         }
     };
-    expand_sha(snap, repo, entity).map(|(r, e)| (r, e, None))
+    Ok((repo, entity, None))
 }
 
 /// A commit named by a short SHA, expanded to the one commit of the repository it starts.
@@ -451,17 +504,22 @@ fn groups(
     repo: &str,
     entity: &str,
     req: &RelatedRequest,
+    scope: Option<&Scope>,
     limit: usize,
     expand: bool,
 ) -> Result<(Vec<EdgeGroup>, Option<ReleaseRef>), ToolError> {
-    let out = edge_docs(snap, repo, entity, Direction::Out)?;
+    let out = edge_docs(snap, repo, entity, Direction::Out, scope)?;
     let release = first_release(&out)?;
     let mut directions = Vec::new();
     if req.out {
         directions.push((Direction::Out, out, "out"));
     }
     if req.incoming {
-        directions.push((Direction::In, edge_docs(snap, repo, entity, Direction::In)?, "in"));
+        directions.push((
+            Direction::In,
+            edge_docs(snap, repo, entity, Direction::In, scope)?,
+            "in",
+        ));
     }
     let mut result = Vec::new();
     for (dir, docs, name) in directions {
@@ -483,7 +541,7 @@ fn groups(
                 let other = entity_info(snap, &other_repo, &other, url.as_deref())?;
                 let related = if expand && edges.len() < DEPTH2_ENDS {
                     let (g, _) =
-                        groups(snap, &other_repo, &other.entity, req, DEPTH2_EDGES, false)?;
+                        groups(snap, &other_repo, &other.entity, req, scope, DEPTH2_EDGES, false)?;
                     Some(g)
                 } else {
                     None
@@ -507,7 +565,7 @@ fn groups(
         }
     }
     if entity_type(entity) == "file" && req.incoming && req.wants("changed_in") {
-        result.extend(changed_in(snap, repo, entity, limit)?);
+        result.extend(changed_in(snap, repo, entity, scope, limit)?);
     }
     Ok((result, release))
 }
@@ -517,6 +575,7 @@ fn changed_in(
     snap: &OpenSnapshot,
     repo: &str,
     entity: &str,
+    scope: Option<&Scope>,
     limit: usize,
 ) -> Result<Option<EdgeGroup>, ToolError> {
     let Some(seg) = snap.segment_of_repo(repo) else { return Ok(None) };
@@ -530,6 +589,7 @@ fn changed_in(
         types: vec![RowType::Commit],
         path_prefix: Some(path.to_string()),
         files_glob: Some(exact),
+        scope: scope.cloned(),
         ..RowFilter::default()
     };
     let Some(compiled) = seg.text.compile(&filter).map_err(index_error)? else {
@@ -564,23 +624,23 @@ fn changed_in(
     }))
 }
 
-/// Answers `related`.
-pub fn related(snap: &OpenSnapshot, req: &RelatedRequest) -> Result<RelatedAnswer, ToolError> {
-    let (repo, entity, row) = resolve_id(snap, req)?;
+/// Answers `related` as far as `scope` sees: an entity outside it is unknown, and edges to or
+/// from hidden repositories are neither listed nor counted.
+pub fn related(
+    snap: &OpenSnapshot,
+    req: &RelatedRequest,
+    scope: Option<&Scope>,
+) -> Result<RelatedAnswer, ToolError> {
+    let (repo, entity, row) = resolve_id(snap, req, scope)?;
     let info = entity_info_with(snap, &repo, &entity, None, row)?;
-    let (groups, first_release) = groups(snap, &repo, &entity, req, req.limit, req.depth == 2)?;
+    let (groups, first_release) =
+        groups(snap, &repo, &entity, req, scope, req.limit, req.depth == 2)?;
     let known = info.indexed
         || !groups.is_empty()
-        || !edge_docs(snap, &repo, &entity, Direction::Out)?.is_empty()
-        || !edge_docs(snap, &repo, &entity, Direction::In)?.is_empty();
+        || !edge_docs(snap, &repo, &entity, Direction::Out, scope)?.is_empty()
+        || !edge_docs(snap, &repo, &entity, Direction::In, scope)?.is_empty();
     if !known {
-        return Err(ToolError::arg(
-            "id",
-            format!(
-                "snapshot {} holds no row of {repo} {entity} and no edge to or from it",
-                snap.id()
-            ),
-        ));
+        return Err(unknown_entity(snap, &repo, &entity));
     }
     Ok(RelatedAnswer {
         snapshot: snap.id().to_string(),

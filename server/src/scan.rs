@@ -40,6 +40,10 @@ pub struct Cursor {
     pub time_micros: i64,
     #[serde(rename = "i")]
     pub id: String,
+    /// The fingerprint of the caller's scope (absent: every repository): a cursor made under
+    /// one scope is refused under another.
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl Cursor {
@@ -145,6 +149,13 @@ impl ScanRequest {
 /// Runs a scan on `snap`: per segment, a range query on the order's time column with the
 /// filters, the newest `limit + 1` by (time, id) kept; then merged.
 pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> Result<ScanAnswer, ToolError> {
+    let scope = req.filters.scope.as_ref().map(|s| s.fingerprint());
+    if req.after.as_ref().is_some_and(|c| c.scope != scope) {
+        return Err(ToolError::arg(
+            "cursor",
+            "was made by another caller (another access scope); start the scan again without it",
+        ));
+    }
     let created = req.order == "created_desc";
     let after = req.after.as_ref().map(|c| (c.time_micros, c.id.as_str()));
     let mut hits: Vec<(i64, String, usize, u32)> = Vec::new();
@@ -185,7 +196,13 @@ pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> Result<ScanAnswer, ToolEr
     let cursor = truncated
         .then(|| {
             hits.last().map(|(t, id, _, _)| {
-                Cursor { snapshot: snap.id().to_string(), time_micros: *t, id: id.clone() }.encode()
+                Cursor {
+                    snapshot: snap.id().to_string(),
+                    time_micros: *t,
+                    id: id.clone(),
+                    scope: scope.clone(),
+                }
+                .encode()
             })
         })
         .flatten();

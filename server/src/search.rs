@@ -494,7 +494,13 @@ pub fn search_with_vector(
         results.truncate(req.top_k);
     }
     for r in &mut results {
-        if let Some(s) = crate::related::summary_of(snap, r.row_type, &r.repo, &r.entity)? {
+        if let Some(s) = crate::related::summary_of(
+            snap,
+            r.row_type,
+            &r.repo,
+            &r.entity,
+            req.filters.scope.as_ref(),
+        )? {
             r.first_release = s.first_release;
             r.edges = Some(s.edges);
         }

@@ -23,6 +23,8 @@ pub struct AppState {
     /// The cross-encoder for `rerank: true`, when one is configured.
     pub reranker: Option<Arc<Reranker>>,
     pub metrics: Metrics,
+    /// Whether audit lines carry each call's arguments (query text, ids, paths).
+    pub audit_queries: bool,
     /// Open segments, shared by the current and the pinned snapshots.
     pub open: OpenSegments,
     pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
@@ -58,6 +60,7 @@ impl AppState {
             embedder,
             reranker: None,
             metrics,
+            audit_queries: false,
             pinned: Mutex::new(Vec::new()),
         }
     }

@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use hubdex_formats::{RowType, Scope};
+
+use crate::access::Caller;
 use crate::args::{Args, ToolError};
 use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
 use crate::filter::STATES;
@@ -192,38 +195,74 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ]
 }
 
-/// Answers one tool call with its structured result, counting it in the metrics under
-/// `transport` (mcp, rest, cli).
+/// Answers one tool call for `caller` with its structured result, counting it in the metrics
+/// under `transport` (mcp, rest, cli) and the caller's name, and writing one audit line
+/// (target `hubdex::audit`) for calls that came over MCP or REST.
 pub async fn call_tool_via(
     state: &Arc<AppState>,
+    caller: &Caller,
     transport: &str,
     name: &str,
     args: &Map<String, Value>,
 ) -> Result<Value, ToolError> {
     let started = std::time::Instant::now();
-    let result = call_tool(state, name, args).await;
+    let result = call_tool_as(state, caller, name, args).await;
     let kind = result.as_ref().err().map(|e| match e {
         ToolError::Argument { .. } => "argument",
         ToolError::UnknownTool(_) => "unknown_tool",
         ToolError::Unavailable(_) => "unavailable",
     });
     let tool = if matches!(result, Err(ToolError::UnknownTool(_))) { "unknown" } else { name };
-    state.metrics.tool(tool, transport, started.elapsed().as_secs_f64(), kind);
+    let seconds = started.elapsed().as_secs_f64();
+    state.metrics.tool(tool, transport, caller.metrics_label(), seconds, kind);
+    if transport != "cli" {
+        let results = match &result {
+            Ok(v) => v["count"].as_u64().unwrap_or(1),
+            Err(_) => 0,
+        };
+        // The arguments (query text, ids, paths) only when the operator asked for them.
+        let arguments = state.audit_queries.then(|| Value::Object(args.clone()).to_string());
+        tracing::info!(
+            target: "hubdex::audit",
+            caller = %caller.name,
+            auth = caller.kind.as_str(),
+            tool,
+            transport,
+            results,
+            error = kind,
+            ms = (seconds * 1000.0).round() as u64,
+            arguments,
+            "tool call"
+        );
+    }
     result
 }
 
-/// Answers one tool call with its structured result.
+/// Answers one tool call with its structured result, as the local operator (every
+/// repository).
 pub async fn call_tool(
     state: &Arc<AppState>,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<Value, ToolError> {
+    call_tool_as(state, &Caller::local(), name, args).await
+}
+
+/// Answers one tool call for `caller`: every tool sees only the caller's scope.
+pub async fn call_tool_as(
+    state: &Arc<AppState>,
+    caller: &Caller,
     name: &str,
     args: &Map<String, Value>,
 ) -> Result<Value, ToolError> {
     let to_value = |v: Result<Value, serde_json::Error>| {
         v.map_err(|e| ToolError::Unavailable(format!("encoding the answer: {e}")))
     };
+    let scope = caller.scope.as_ref();
     match name {
         "search" => {
-            let req = SearchRequest::from_args(args)?;
+            let mut req = SearchRequest::from_args(args)?;
+            req.filters.scope = caller.scope.clone();
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let embedder = state.embedder.clone();
             let reranker = state.reranker.clone();
@@ -235,44 +274,49 @@ pub async fn call_tool(
             to_value(serde_json::to_value(answer))
         }
         "scan" => {
-            let req = ScanRequest::from_args(args)?;
+            let mut req = ScanRequest::from_args(args)?;
+            req.filters.scope = caller.scope.clone();
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             to_value(serde_json::to_value(scan(&snap, &req)?))
         }
         "fetch" => {
             let (ids, snapshot) = fetch_ids(args)?;
             let snap = state.snapshot(snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(fetch(&snap, &ids)?))
+            to_value(serde_json::to_value(fetch(&snap, &ids, scope)?))
         }
         "read_span" => {
             let req = SpanRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(read_span(&snap, &req)?))
+            to_value(serde_json::to_value(read_span(&snap, &req, scope)?))
         }
         "related" => {
             let req = RelatedRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(related(&snap, &req)?))
+            to_value(serde_json::to_value(related(&snap, &req, scope)?))
         }
         "index_stats" => {
             let a = Args::new(args, &["snapshot"])?;
             let snap = state.snapshot(a.string("snapshot")?.as_deref()).await?;
-            Ok(index_stats(&snap))
+            Ok(index_stats(&snap, scope))
         }
         other => Err(ToolError::UnknownTool(other.to_string())),
     }
 }
 
-fn index_stats(snap: &OpenSnapshot) -> Value {
+/// What the snapshot holds, as far as `scope` sees: repositories outside it are not listed,
+/// not counted, and the build's totals (which count them) are left out.
+fn index_stats(snap: &OpenSnapshot, scope: Option<&Scope>) -> Value {
     let m = &snap.manifest;
+    let sees = |repo: &str| scope.is_none_or(|s| s.allows_repo(repo));
     // Per build segment (one per repository): a merged segment serving several says so.
-    let repos: Vec<Value> = m
-        .segments
+    let visible: Vec<&hubdex_formats::ManifestSegment> =
+        m.segments.iter().filter(|ms| sees(&ms.repo)).collect();
+    let repos: Vec<Value> = visible
         .iter()
         .map(|ms| {
             let own = snap.segments.iter().find(|s| s.meta.id == ms.id);
             let merged = snap.segments.iter().find(|s| s.meta.members.contains(&ms.id));
-            match (own, merged) {
+            let mut v = match (own, merged) {
                 (Some(s), _) => json!({
                     "repo": s.meta.repo,
                     "segment": s.meta.id,
@@ -289,18 +333,40 @@ fn index_stats(snap: &OpenSnapshot) -> Value {
                     "rows_per_type": ms.rows_per_type,
                     "served_by": merged.map(|s| s.meta.id.clone()),
                 }),
+            };
+            if let Some(s) = scope.filter(|s| !s.types().is_empty())
+                && let Some(per_type) = v["rows_per_type"].as_object()
+            {
+                let kept: Map<String, Value> = per_type
+                    .iter()
+                    .filter(|(t, _)| t.parse::<RowType>().is_ok_and(|t| s.allows_type(t)))
+                    .map(|(t, n)| (t.clone(), n.clone()))
+                    .collect();
+                v["rows"] = json!(kept.values().filter_map(Value::as_u64).sum::<u64>());
+                v["rows_per_type"] = Value::Object(kept);
+                // The times span every type, hidden ones included.
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("oldest_updated_at");
+                    o.remove("newest_updated_at");
+                }
             }
+            v
         })
         .collect();
-    json!({
+    let rows: u64 = repos.iter().filter_map(|r| r["rows"].as_u64()).sum();
+    let mut answer = json!({
         "snapshot": m.snapshot,
         "created_at": m.created_at,
         "parent": m.parent,
         "model": m.model,
-        "rows": m.segments.iter().map(|s| s.rows).sum::<u64>(),
+        "rows": rows,
         "repos": repos,
         "build": m.build,
-    })
+    });
+    if scope.is_some() {
+        answer["build"] = Value::Null;
+    }
+    answer
 }
 
 /// A short plain-text rendering of an answer, for clients that show text.

@@ -263,6 +263,45 @@ fn every_bad_argument_over_rest_is_a_400_never_a_500() {
     }
 }
 
+/// Every tool the server lists, probed without a token, with an unknown one and with an
+/// expired one, over REST and MCP, on a server that has scoped tokens: 401 each time, never an
+/// answer.
+#[test]
+fn every_tool_without_a_valid_token_is_refused_when_tokens_are_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    let mut tokens = hubdex_server::TokensFile::default();
+    let expired = tokens.add("old", &["*".into()], &[], Some("2020-01-01")).unwrap();
+    tokens.save(&file).unwrap();
+    let (_server, port) =
+        crate::mcp_clients::http_server(&["--tokens-file", file.to_str().unwrap()]);
+    let expired = format!("Bearer {expired}");
+    let probes: [&[(&str, &str)]; 3] = [
+        &[],
+        &[("Authorization", "Bearer hdx_not_a_token")],
+        &[("Authorization", expired.as_str())],
+    ];
+    for spec in hubdex_server::tool_specs() {
+        let tool = spec.name;
+        let (method, path) = match tool {
+            "index_stats" => ("GET", "/v1/stats".to_string()),
+            t => ("POST", format!("/v1/{t}")),
+        };
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}})
+        .to_string();
+        for headers in probes {
+            let (status, body) = crate::http::request(port, method, &path, "{}", headers);
+            assert_eq!(status, 401, "REST {tool} {headers:?}: {body}");
+            let mut mcp = vec![("Accept", "application/json, text/event-stream")];
+            mcp.extend_from_slice(headers);
+            let (status, body) = crate::http::post(port, "/mcp", &call, &mcp);
+            assert_eq!(status, 401, "MCP {tool} {headers:?}: {body}");
+            assert!(!body.contains("snapshot"), "nothing of the index in a refusal: {body}");
+        }
+    }
+}
+
 #[test]
 fn a_filter_that_matches_nothing_is_reported() {
     let f = fixture();

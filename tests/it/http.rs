@@ -18,6 +18,18 @@ pub(crate) fn request(
     body: &str,
     headers: &[(&str, &str)],
 ) -> (u16, String) {
+    let (status, _, body) = request_with_head(port, method, path, body, headers);
+    (status, body)
+}
+
+/// [`request`], also returning the response head (status line and headers).
+pub(crate) fn request_with_head(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req = format!(
@@ -46,7 +58,7 @@ pub(crate) fn request(
     } else {
         rest.to_string()
     };
-    (status, body)
+    (status, head.to_string(), body)
 }
 
 fn dechunk(mut s: &str) -> String {
@@ -114,7 +126,9 @@ fn metrics_count_tool_calls_and_name_the_snapshot() {
     let (status, body) = request(port, "GET", "/metrics", "", &[]);
     assert_eq!(status, 200);
     assert!(
-        body.contains(r#"hubdex_tool_calls_total{tool="search",transport="rest"} 2"#),
+        body.contains(
+            r#"hubdex_tool_calls_total{tool="search",transport="rest",caller="anonymous"} 2"#
+        ),
         "{body}"
     );
     assert!(

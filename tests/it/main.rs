@@ -1,5 +1,6 @@
 //! End-to-end tests across hubdex's crates and binaries. Modules by feature.
 
+mod access;
 mod answers;
 mod bad_input;
 mod build;

@@ -55,6 +55,7 @@ fn code_chunks_cover_every_file_name_symbols_and_read_back_through_read_span() {
                         end_line: c.line_end.unwrap(),
                         snapshot: None,
                     },
+                    None,
                 )
                 .unwrap();
                 assert_eq!(span.text.trim_end(), c.body, "{path}:{:?}", c.line_start);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Segment,
-    Store, read_rows, upgrade_segment, write_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Scope,
+    Segment, Store, read_rows, upgrade_segment, write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -21,16 +21,26 @@ fn check(snap: &OpenSnapshot, name: &str, filter: &RowFilter) {
         let rows = seg.text.rows().unwrap();
         let want: Vec<usize> =
             rows.iter().enumerate().filter(|(_, r)| filter.matches(r)).map(|(i, _)| i).collect();
-        let compiled = seg.text.compile(filter).unwrap().expect("a set filter compiles");
-        let bits = seg.text.filter_bits(&compiled).unwrap();
-        let got: Vec<usize> = (0..rows.len()).filter(|&i| bits.contains(i as u64)).collect();
+        // No query: the filter excludes nothing here (a scope that allows the whole segment).
+        let got: Vec<usize> = match seg.text.compile(filter).unwrap() {
+            Some(compiled) => {
+                let bits = seg.text.filter_bits(&compiled).unwrap();
+                assert_eq!(bits.count() as usize, want.len(), "{name}");
+                (0..rows.len()).filter(|&i| bits.contains(i as u64)).collect()
+            }
+            None => (0..rows.len()).collect(),
+        };
         assert_eq!(got, want, "{name}: the index and the reference disagree");
-        assert_eq!(bits.count() as usize, want.len(), "{name}");
         let unmatched = seg.text.unmatched(filter).unwrap();
         if !want.is_empty() {
             assert!(unmatched.is_empty(), "{name}: {unmatched:?}");
         }
     }
+}
+
+fn scope(repos: &[&str], types: &[RowType]) -> Option<Scope> {
+    let repos: Vec<String> = repos.iter().map(|r| r.to_string()).collect();
+    Some(Scope::new(&repos, types).unwrap())
 }
 
 #[test]
@@ -80,6 +90,26 @@ fn compiled_filters_accept_exactly_the_rows_the_reference_filter_accepts() {
                 },
             ),
             ("no such label", RowFilter { labels: vec!["nope".into()], ..Default::default() }),
+            (
+                "scope: its repository",
+                RowFilter { scope: scope(&[&rows[0].repo], &[]), ..Default::default() },
+            ),
+            (
+                "scope: a glob of it",
+                RowFilter { scope: scope(&["LOCAL/*"], &[]), ..Default::default() },
+            ),
+            (
+                "scope: another repository",
+                RowFilter { scope: scope(&["acme/*"], &[]), ..Default::default() },
+            ),
+            (
+                "scope: issues and commits, with a type filter",
+                RowFilter {
+                    types: vec![RowType::Commit, RowType::Doc],
+                    scope: scope(&["*/*"], &[RowType::Issue, RowType::Commit]),
+                    ..Default::default()
+                },
+            ),
         ];
         for (name, filter) in &cases {
             check(&snap, name, filter);
@@ -214,6 +244,22 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             let want = ids(&unmerged);
             assert_eq!(want.len() as u64, s.rows);
             assert_eq!(ids(&merged), want, "{}: same rows by repo filter", s.repo);
+            // A caller scoped to this repository sees the same rows in the merged segment.
+            let by_scope = RowFilter { scope: scope(&[&s.repo], &[]), ..Default::default() };
+            let seg = &merged.segments[0];
+            let c = seg.text.compile(&by_scope).unwrap().expect("the merged segment holds two");
+            let bits = seg.text.filter_bits(&c).unwrap();
+            let mut scoped: Vec<String> = seg
+                .text
+                .rows()
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| bits.contains(*i as u64))
+                .map(|(_, r)| r.id)
+                .collect();
+            scoped.sort();
+            assert_eq!(scoped, want, "{}: same rows by scope", s.repo);
             // Time-ordered answers carry no score: they must be identical.
             let args = json!({"repo": s.repo, "since": "2000-01-01", "limit": 200});
             let req = hubdex_server::ScanRequest::from_args(args.as_object().unwrap()).unwrap();
@@ -225,8 +271,8 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             assert_eq!(ids_of(&a), ids_of(&b), "{}: scan", s.repo);
             // Every row reads back the same, and read_span finds the repository's files.
             let sample: Vec<String> = want.iter().take(20).cloned().collect();
-            let fa = hubdex_server::fetch(&merged, &sample).unwrap();
-            let fb = hubdex_server::fetch(&unmerged, &sample).unwrap();
+            let fa = hubdex_server::fetch(&merged, &sample, None).unwrap();
+            let fb = hubdex_server::fetch(&unmerged, &sample, None).unwrap();
             assert_eq!(
                 serde_json::to_value(&fa.results).unwrap(),
                 serde_json::to_value(&fb.results).unwrap()

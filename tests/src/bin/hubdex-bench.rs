@@ -436,13 +436,13 @@ async fn search_bench(
     for r in hubdex_server::scan(&snap, &req).map_err(fail)?.results {
         let entity = snap.row(&r.id)?.map(|row| row.entity).unwrap_or_default();
         let t = Instant::now();
-        hubdex_server::edge_summary(&snap, &r.repo, &entity).map_err(fail)?;
+        hubdex_server::edge_summary(&snap, &r.repo, &entity, None).map_err(fail)?;
         summary_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let mut fetch_ms = Vec::new();
     for chunk in ids.chunks(10).filter(|c| c.len() == 10) {
         let t = Instant::now();
-        hubdex_server::fetch(&snap, chunk).map_err(fail)?;
+        hubdex_server::fetch(&snap, chunk, None).map_err(fail)?;
         fetch_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let newest = snap.segments.iter().filter_map(|s| s.meta.newest_updated_at).max();
@@ -467,7 +467,7 @@ async fn search_bench(
         let req = hubdex_server::RelatedRequest::from_args(args.as_object().expect("object"))
             .map_err(fail)?;
         let t = Instant::now();
-        let a = hubdex_server::related(&snap, &req).map_err(fail)?;
+        let a = hubdex_server::related(&snap, &req, None).map_err(fail)?;
         related_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         related_edges += a.count;
     }

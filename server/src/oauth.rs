@@ -1,0 +1,413 @@
+//! The server as an OAuth 2.1 resource server (MCP authorization, 2026-07-28): access tokens are
+//! JWTs of one issuer, verified against the issuer's JWKS (fetched, cached, fetched again when a
+//! token names an unknown key), with `exp`, `nbf`, `aud` and `iss` enforced and only asymmetric
+//! algorithms accepted (`alg: none` and HMAC signed with a public key are refused). Claims map to
+//! repository globs through `[[oauth.grant]]` in hubdex.toml; the protected resource metadata
+//! (RFC 9728) tells clients where to get a token.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::access::{AuthError, Caller, CallerKind, scope_of};
+
+/// Algorithms an access token may be signed with: asymmetric ones only.
+const ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// A fetched JWKS is used this long before it is fetched again.
+const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// An unknown `kid` fetches the JWKS again, but not more often than this.
+const JWKS_MIN_REFETCH: Duration = Duration::from_secs(1);
+
+/// Clock skew allowed on `exp` and `nbf`.
+const LEEWAY_SECONDS: u64 = 30;
+
+/// One `[[oauth.grant]]` of hubdex.toml: when the claim matches, these repositories.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimGrant {
+    /// A claim of the access token (`sub`, `groups`, `repository_owner`, ...). A list claim
+    /// matches when any element does.
+    pub claim: String,
+    /// The value the claim must have; absent: any value (and `{claim}` in `repos` is replaced
+    /// by it).
+    pub equals: Option<String>,
+    /// Repository globs granted; `{claim}` stands for the claim's value (glob characters in it
+    /// escaped), e.g. `repos = ["{repository_owner}/*"]`.
+    pub repos: Vec<String>,
+}
+
+/// hubdex.toml's `[oauth]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OAuthSection {
+    #[serde(default)]
+    grant: Vec<ClaimGrant>,
+}
+
+/// Reads the `[[oauth.grant]]` list of a hubdex.toml (other sections are the indexer's).
+pub fn load_grants(path: &Path) -> anyhow::Result<Vec<ClaimGrant>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    let mut doc: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let Some(section) = doc.remove("oauth") else { return Ok(Vec::new()) };
+    let section: OAuthSection =
+        section.try_into().map_err(|e| anyhow::anyhow!("{} [oauth]: {e}", path.display()))?;
+    for g in &section.grant {
+        if g.repos.is_empty() {
+            anyhow::bail!(
+                "{} [[oauth.grant]] on claim {:?}: repos is empty",
+                path.display(),
+                g.claim
+            );
+        }
+        let probe: Vec<String> =
+            g.repos.iter().map(|r| r.replace(&format!("{{{}}}", g.claim), "x")).collect();
+        scope_of(&probe, &[]).map_err(|e| {
+            anyhow::anyhow!("{} [[oauth.grant]] on claim {:?}: {e}", path.display(), g.claim)
+        })?;
+    }
+    Ok(section.grant)
+}
+
+/// How the server checks access tokens.
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// The issuer (`iss`), e.g. `https://login.example.com/realms/acme`.
+    pub issuer: String,
+    /// The audience (`aud`) tokens must be issued for: this server.
+    pub audience: String,
+    /// Where the issuer's keys are; default: discovered from the issuer's metadata
+    /// (`/.well-known/oauth-authorization-server`, then `/.well-known/openid-configuration`).
+    pub jwks_url: Option<String>,
+    /// Claims → repositories.
+    pub grants: Vec<ClaimGrant>,
+}
+
+struct KeyCache {
+    keys: HashMap<String, Jwk>,
+    /// Keys without a `kid`, tried in turn.
+    anonymous: Vec<Jwk>,
+    fetched: Option<Instant>,
+    jwks_url: Option<String>,
+}
+
+/// Verifies access tokens; holds the issuer's keys.
+pub struct OAuth {
+    config: OAuthConfig,
+    http: reqwest::Client,
+    cache: tokio::sync::Mutex<KeyCache>,
+}
+
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuth").field("issuer", &self.config.issuer).finish()
+    }
+}
+
+impl OAuth {
+    /// A verifier for `config`; keys are fetched on first use.
+    pub fn new(config: OAuthConfig) -> anyhow::Result<OAuth> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| anyhow::anyhow!("building the HTTP client for the issuer: {e}"))?;
+        Ok(OAuth {
+            cache: tokio::sync::Mutex::new(KeyCache {
+                keys: HashMap::new(),
+                anonymous: Vec::new(),
+                fetched: None,
+                jwks_url: config.jwks_url.clone(),
+            }),
+            config,
+            http,
+        })
+    }
+
+    /// The issuer tokens come from.
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        let resp = self.http.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("GET {url}: HTTP {}", resp.status()));
+        }
+        let bytes = resp.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("GET {url}: not JSON: {e}"))
+    }
+
+    /// The JWKS address from the issuer's metadata.
+    async fn discover(&self) -> Result<String, String> {
+        let base = self.config.issuer.trim_end_matches('/');
+        let mut errors = Vec::new();
+        for doc in ["oauth-authorization-server", "openid-configuration"] {
+            let url = format!("{base}/.well-known/{doc}");
+            match self.get_json(&url).await {
+                Ok(meta) => {
+                    let iss = meta["issuer"].as_str().unwrap_or("");
+                    if iss.trim_end_matches('/') != base {
+                        return Err(format!("{url} names issuer {iss:?}, not {base:?}"));
+                    }
+                    return meta["jwks_uri"]
+                        .as_str()
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("{url} has no jwks_uri"));
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    /// Fetches the JWKS into the cache.
+    async fn refresh(&self, cache: &mut KeyCache) -> Result<(), String> {
+        let url = match &cache.jwks_url {
+            Some(u) => u.clone(),
+            None => {
+                let u = self.discover().await?;
+                cache.jwks_url = Some(u.clone());
+                u
+            }
+        };
+        let set: JwkSet = serde_json::from_value(self.get_json(&url).await?)
+            .map_err(|e| format!("{url} is not a JWKS: {e}"))?;
+        cache.keys.clear();
+        cache.anonymous.clear();
+        for k in set.keys {
+            match k.common.key_id.clone() {
+                Some(kid) => {
+                    cache.keys.insert(kid, k);
+                }
+                None => cache.anonymous.push(k),
+            }
+        }
+        cache.fetched = Some(Instant::now());
+        tracing::info!(jwks = %url, keys = cache.keys.len() + cache.anonymous.len(), "issuer keys fetched");
+        Ok(())
+    }
+
+    /// The keys a token with this `kid` may be checked against, fetching the JWKS when it is
+    /// old or does not hold the `kid`.
+    async fn keys_for(&self, kid: Option<&str>) -> Result<Vec<Jwk>, String> {
+        let mut cache = self.cache.lock().await;
+        let stale = cache.fetched.is_none_or(|t| t.elapsed() > JWKS_MAX_AGE);
+        let unknown = match kid {
+            Some(k) => !cache.keys.contains_key(k),
+            None => cache.anonymous.is_empty() && cache.keys.len() != 1,
+        };
+        let may_refetch = cache.fetched.is_none_or(|t| t.elapsed() >= JWKS_MIN_REFETCH);
+        if (stale || (unknown && may_refetch))
+            && let Err(e) = self.refresh(&mut cache).await
+        {
+            tracing::warn!(issuer = %self.config.issuer, error = %e, "fetching the issuer's keys failed");
+            if cache.fetched.is_none() {
+                return Err(format!("the issuer's keys cannot be fetched: {e}"));
+            }
+        }
+        Ok(match kid {
+            Some(k) => cache.keys.get(k).cloned().into_iter().collect(),
+            None if !cache.anonymous.is_empty() => cache.anonymous.clone(),
+            None => cache.keys.values().cloned().collect(),
+        })
+    }
+
+    /// Verifies an access token and maps its claims to a caller.
+    pub async fn authenticate(&self, token: &str) -> Result<Caller, AuthError> {
+        let jwt = |m: String| AuthError::Jwt(m);
+        // The header is read before any check only to pick the key; the algorithm it names must
+        // be an asymmetric one and match the key's type.
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| jwt(format!("not a signed JWT ({e})")))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(jwt(format!("algorithm {:?} is not accepted", header.alg)));
+        }
+        let keys = self.keys_for(header.kid.as_deref()).await.map_err(jwt)?;
+        if keys.is_empty() {
+            return Err(jwt(match &header.kid {
+                Some(k) => format!("the issuer has no key {k:?}"),
+                None => "the token names no key (kid) and the issuer has several".into(),
+            }));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY_SECONDS;
+        let mut last = String::new();
+        for jwk in keys {
+            if !key_fits(&jwk, header.alg) {
+                last = format!("key {:?} is not a {:?} key", jwk.common.key_id, header.alg);
+                continue;
+            }
+            let key = DecodingKey::from_jwk(&jwk).map_err(|e| jwt(format!("issuer key: {e}")))?;
+            match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key, &validation) {
+                Ok(data) => return self.caller(&data.claims),
+                Err(e) => last = describe(&e),
+            }
+        }
+        Err(jwt(last))
+    }
+
+    fn caller(&self, claims: &serde_json::Map<String, Value>) -> Result<Caller, AuthError> {
+        let mut patterns = Vec::new();
+        for g in &self.config.grants {
+            let values: Vec<String> = match claims.get(&g.claim) {
+                Some(Value::String(s)) => vec![s.clone()],
+                Some(Value::Array(a)) => {
+                    a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
+                }
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => vec![v.to_string()],
+                _ => Vec::new(),
+            };
+            for v in values {
+                if g.equals.as_ref().is_some_and(|e| e != &v) {
+                    continue;
+                }
+                let placeholder = format!("{{{}}}", g.claim);
+                patterns
+                    .extend(g.repos.iter().map(|r| r.replace(&placeholder, &globset::escape(&v))));
+            }
+        }
+        if patterns.is_empty() {
+            return Err(AuthError::NoGrant);
+        }
+        patterns.sort();
+        patterns.dedup();
+        let scope = scope_of(&patterns, &[]).map_err(AuthError::Jwt)?;
+        let name = ["sub", "client_id", "azp"]
+            .iter()
+            .find_map(|c| claims.get(*c).and_then(Value::as_str))
+            .unwrap_or("unknown")
+            .to_string();
+        Ok(Caller { name, kind: CallerKind::OAuth, scope })
+    }
+}
+
+/// Whether a JWK is of the type `alg` signs with (an HMAC or unknown key never is).
+fn key_fits(jwk: &Jwk, alg: Algorithm) -> bool {
+    if let Some(ka) = jwk.common.key_algorithm
+        && Algorithm::try_from(ka).ok() != Some(alg)
+    {
+        return false;
+    }
+    matches!(
+        (&jwk.algorithm, alg),
+        (
+            AlgorithmParameters::RSA(_),
+            Algorithm::RS256
+                | Algorithm::RS384
+                | Algorithm::RS512
+                | Algorithm::PS256
+                | Algorithm::PS384
+                | Algorithm::PS512
+        ) | (AlgorithmParameters::EllipticCurve(_), Algorithm::ES256 | Algorithm::ES384)
+            | (AlgorithmParameters::OctetKeyPair(_), Algorithm::EdDSA)
+    )
+}
+
+fn describe(e: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::ExpiredSignature => "it has expired".into(),
+        K::ImmatureSignature => "it is not valid yet (nbf)".into(),
+        K::InvalidAudience => "it is not issued for this server (aud)".into(),
+        K::InvalidIssuer => "it is not from the configured issuer (iss)".into(),
+        K::InvalidSignature => "its signature does not verify".into(),
+        K::MissingRequiredClaim(c) => format!("it has no {c} claim"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The protected resource metadata (RFC 9728) of the MCP endpoint `resource`.
+pub fn resource_metadata(resource: &str, issuer: &str) -> Value {
+    json!({
+        "resource": resource,
+        "authorization_servers": [issuer],
+        "bearer_methods_supported": ["header"],
+        "resource_signing_alg_values_supported": ALGORITHMS.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
+        "resource_name": "hubdex",
+        "resource_documentation": "https://github.com/hubdex/hubdex/blob/main/docs/deploy.md",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_load_from_hubdex_toml_and_bad_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hubdex.toml");
+        std::fs::write(
+            &path,
+            "store = 'x'\n[[repos]]\nname='a/b'\n[[oauth.grant]]\nclaim='groups'\nequals='search'\nrepos=['acme/search*']\n\
+             [[oauth.grant]]\nclaim='repository_owner'\nrepos=['{repository_owner}/*']\n",
+        )
+        .unwrap();
+        let g = load_grants(&path).unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].repos, ["{repository_owner}/*"]);
+        std::fs::write(&path, "[[oauth.grant]]\nclaim='sub'\nrepos=['a/[']\n").unwrap();
+        let err = load_grants(&path).unwrap_err().to_string();
+        assert!(err.contains("on claim \"sub\"") && err.contains("not a valid glob"), "{err}");
+        std::fs::write(&path, "[[oauth.grant]]\nclaim='sub'\nrepo=['a/*']\n").unwrap();
+        let err = load_grants(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown field `repo`"), "{err}");
+    }
+
+    #[test]
+    fn claims_map_to_repositories() {
+        let grants = vec![
+            ClaimGrant {
+                claim: "groups".into(),
+                equals: Some("search".into()),
+                repos: vec!["acme/search".into()],
+            },
+            ClaimGrant {
+                claim: "repository_owner".into(),
+                equals: None,
+                repos: vec!["{repository_owner}/*".into()],
+            },
+        ];
+        let o = OAuth::new(OAuthConfig {
+            issuer: "i".into(),
+            audience: "a".into(),
+            jwks_url: None,
+            grants,
+        })
+        .unwrap();
+        let claims = |v: Value| v.as_object().unwrap().clone();
+        let c = o.caller(&claims(json!({"sub": "ada", "groups": ["x", "search"]}))).unwrap();
+        assert_eq!(c.name, "ada");
+        let s = c.scope.unwrap();
+        assert!(s.allows_repo("acme/search") && !s.allows_repo("acme/other"));
+        let c = o.caller(&claims(json!({"sub": "ci", "repository_owner": "octo*"}))).unwrap();
+        let s = c.scope.unwrap();
+        assert!(
+            s.allows_repo("octo*/x") && !s.allows_repo("octocat/x"),
+            "claim values are escaped"
+        );
+        assert_eq!(o.caller(&claims(json!({"sub": "eve"}))).unwrap_err(), AuthError::NoGrant);
+    }
+}
