@@ -39,6 +39,11 @@ targets = [
      search.get("related_depth1") is not None and p50(search["related_depth1"]["latency"]) <= 2,
      f'{p50(search["related_depth1"]["latency"]):.3f} ms ({search["related_depth1"]["edges_listed_per_call"]:.1f} edges listed per call, '
      f'{prepare.get("edges", 0)} edges in the corpus)' if search.get("related_depth1") else "not measured"),
+    ("scoped rrf search (every other repository) p50 within 1.1x of unscoped",
+     search.get("scoped_rrf") is not None and search["scoped_rrf"]["every_other_repository"]["p50_ratio"] <= 1.1,
+     (lambda x, y: f'{p50(x["scoped"]):.2f} ms vs {p50(x["unscoped"]):.2f} ms ({x["p50_ratio"]:.2f}x, {x["repositories"]} repositories); '
+      f'one repository: {y["p50_ratio"]:.2f}x')(search["scoped_rrf"]["every_other_repository"], search["scoped_rrf"]["one_repository_glob"])
+     if search.get("scoped_rrf") else "not measured"),
     ("one REST rrf request p50 within 1.5 ms of in-process search + embedding", served_gap <= 1.5,
      f'{p50(rest1["latency"]):.2f} ms vs {p50(rrf_embed):.2f} ms (+{served_gap:.2f} ms)'),
     ("8 concurrent HTTP clients >= 4x the QPS before (62 at 100k, 58 at 1M), 0 errors",
@@ -74,7 +79,7 @@ result = {
                               "ratio_p50": ratio(b[m]["search"]["p50_ms"], h[m]["search"]["p50_ms"])}
                           for m in ("sparse_only", "dense_only", "rrf")},
     "fetch_10_ids": search["fetch_10_ids"], "scan_7d_one_filter": search["scan_7d_one_filter"],
-    "related_depth1": search.get("related_depth1"), "edge_summary_per_result": search.get("edge_summary_per_result"),
+    "related_depth1": search.get("related_depth1"), "scoped_rrf": search.get("scoped_rrf"), "edge_summary_per_result": search.get("edge_summary_per_result"),
     "query_embedding": search["query_embedding"],
     "qps_8_threads_in_process": {"hubdex": search["qps_rrf_8_threads"], "baseline": baseline["qps_rrf_8_threads"],
                                  "ratio": search["qps_rrf_8_threads"] / max(baseline["qps_rrf_8_threads"], 1e-9)},

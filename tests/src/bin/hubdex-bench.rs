@@ -388,6 +388,43 @@ async fn search_bench(
             json!({"search": percentiles(alone), "with_embedding": percentiles(with)}),
         );
     }
+    // A caller's scope is an index filter: rrf search alone, scoped and unscoped, interleaved
+    // query by query so both see the same cache state. Two scopes: every other repository
+    // (each merged segment then needs a repository clause and filter bits for the vectors) and
+    // one repository's glob (the other segments are skipped).
+    let repos: Vec<String> = {
+        let mut r: Vec<String> = snap.segments.iter().flat_map(|s| s.meta.repositories()).collect();
+        r.sort();
+        r.dedup();
+        r
+    };
+    let mut scoped = serde_json::Map::new();
+    for (name, patterns) in [
+        ("every_other_repository", repos.iter().step_by(2).cloned().collect::<Vec<_>>()),
+        ("one_repository_glob", vec![format!("{}*", repos[0])]),
+    ] {
+        let scope = hubdex_formats::Scope::new(&patterns, &[])?;
+        let (mut plain, mut within) = (Vec::new(), Vec::new());
+        for (q, v) in queries.iter().zip(&vectors) {
+            let t = Instant::now();
+            search_with_vector(&snap, Some(v), None, &request(q, Fusion::Rrf)).map_err(fail)?;
+            plain.push(t.elapsed().as_secs_f64() * 1000.0);
+            let mut req = request(q, Fusion::Rrf);
+            req.filters.scope = Some(scope.clone());
+            let t = Instant::now();
+            let a = search_with_vector(&snap, Some(v), None, &req).map_err(fail)?;
+            within.push(t.elapsed().as_secs_f64() * 1000.0);
+            if let Some(r) = a.results.iter().find(|r| !scope.allows_repo(&r.repo)) {
+                anyhow::bail!("scoped search returned {} of {}", r.id, r.repo);
+            }
+        }
+        let (p, w) = (percentiles(plain), percentiles(within));
+        let ratio = w["p50_ms"].as_f64().unwrap_or(0.0) / p["p50_ms"].as_f64().unwrap_or(1.0);
+        scoped.insert(
+            name.to_string(),
+            json!({"repositories": patterns.len(), "unscoped": p, "scoped": w, "p50_ratio": ratio}),
+        );
+    }
     // QPS of search alone (rrf) from 8 threads in this process.
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -487,6 +524,7 @@ async fn search_bench(
         "rss_after_run_kib": rss_kib(),
         "query_embedding": percentiles(embed_ms),
         "modes": modes,
+        "scoped_rrf": scoped,
         "qps_rrf_8_threads": qps,
     }))
 }
