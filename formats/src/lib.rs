@@ -69,5 +69,7 @@ pub use segment::{
     read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, write_segment,
 };
 pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex};
-pub use store::{LATEST, LatestUpdate, Store, VERIFIED_MARKER, failpoint};
+pub use store::{
+    LATEST, LatestUpdate, PINS_DIR, SnapshotListing, Store, VERIFIED_MARKER, failpoint,
+};
 pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

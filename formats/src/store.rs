@@ -32,6 +32,23 @@ pub fn failpoint(name: &str) {
 /// The object LATEST lives at.
 pub const LATEST: &str = "LATEST";
 
+/// Where pins live: `pins/<snapshot id>`.
+pub const PINS_DIR: &str = "pins";
+
+fn pin_key(id: &str) -> String {
+    format!("{PINS_DIR}/{id}")
+}
+
+/// One snapshot as `hubdex snapshots` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotListing {
+    pub id: String,
+    /// LATEST names it.
+    pub current: bool,
+    /// `gc` keeps it.
+    pub pinned: bool,
+}
+
 /// An open store.
 #[derive(Clone)]
 pub struct Store {
@@ -280,6 +297,49 @@ impl Store {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+
+    /// Pins a snapshot: `gc` keeps it, and every segment it needs, until it is unpinned. The pin
+    /// is `pins/<id>` holding `{"snapshot", "pinned_at"}`; the snapshot must exist.
+    pub async fn pin(&self, id: &str) -> Result<(), StoreError> {
+        self.manifest(id).await?;
+        let body = serde_json::json!({"snapshot": id, "pinned_at": chrono::Utc::now()});
+        self.put(&pin_key(id), body.to_string().into_bytes()).await
+    }
+
+    /// Removes a snapshot's pin; `false` when it was not pinned.
+    pub async fn unpin(&self, id: &str) -> Result<bool, StoreError> {
+        if !self.exists(&pin_key(id)).await? {
+            return Ok(false);
+        }
+        self.delete(&pin_key(id)).await?;
+        Ok(true)
+    }
+
+    /// The ids of the pinned snapshots.
+    pub async fn pins(&self) -> Result<std::collections::BTreeSet<String>, StoreError> {
+        Ok(self
+            .list(PINS_DIR)
+            .await?
+            .iter()
+            .filter_map(|k| k.strip_prefix(PINS_DIR)?.strip_prefix('/').map(str::to_string))
+            .collect())
+    }
+
+    /// Every published snapshot, oldest first, with whether it is current and pinned.
+    pub async fn listing(&self) -> Result<Vec<SnapshotListing>, StoreError> {
+        let current = self.latest().await?.map(|l| l.snapshot);
+        let pins = self.pins().await?;
+        Ok(self
+            .snapshots()
+            .await?
+            .into_iter()
+            .map(|id| SnapshotListing {
+                current: current.as_deref() == Some(id.as_str()),
+                pinned: pins.contains(&id),
+                id,
+            })
+            .collect())
     }
 
     /// Reads and parses a snapshot's manifest, with its sha256.

@@ -108,12 +108,7 @@ pub async fn gc(
     let mut report = GcReport::default();
     let ids = store.snapshots().await?;
     let current = store.latest().await?.map(|l| l.snapshot);
-    let pinned: BTreeSet<String> = store
-        .list("pins")
-        .await?
-        .into_iter()
-        .filter_map(|k| k.strip_prefix("pins/").map(str::to_string))
-        .collect();
+    let pinned: BTreeSet<String> = store.pins().await?;
     let newest: BTreeSet<&String> = ids.iter().rev().take(keep).collect();
     let mut referenced: BTreeSet<String> = BTreeSet::new();
     for id in &ids {

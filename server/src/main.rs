@@ -359,41 +359,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Token { action } => run_token(action),
         Command::Snapshots => {
-            let current = store.latest().await?.map(|l| l.snapshot);
-            let ids = store.snapshots().await?;
-            if ids.is_empty() {
+            let listing = store.listing().await?;
+            if listing.is_empty() {
                 anyhow::bail!("store {} holds no snapshot yet", store.url());
             }
-            let pins = store.list("pins").await?;
-            for id in ids {
-                let mut marks = Vec::new();
-                if Some(&id) == current.as_ref() {
-                    marks.push("current");
-                }
-                if pins.contains(&format!("pins/{id}")) {
-                    marks.push("pinned");
-                }
+            for s in listing {
+                let marks: Vec<&str> = [(s.current, "current"), (s.pinned, "pinned")]
+                    .into_iter()
+                    .filter_map(|(on, m)| on.then_some(m))
+                    .collect();
                 let marks = if marks.is_empty() {
                     String::new()
                 } else {
                     format!(" ({})", marks.join(", "))
                 };
-                println!("{id}{marks}");
+                println!("{}{marks}", s.id);
             }
             Ok(())
         }
         Command::Pin { id } => {
-            store.manifest(id).await?;
-            let body = json!({"snapshot": id, "pinned_at": chrono::Utc::now()});
-            store.put(&format!("pins/{id}"), serde_json::to_vec(&body)?).await?;
+            store.pin(id).await?;
             eprintln!("pinned {id}: gc keeps it until `hubdex unpin {id}`");
             Ok(())
         }
         Command::Unpin { id } => {
-            if !store.exists(&format!("pins/{id}")).await? {
+            if !store.unpin(id).await? {
                 anyhow::bail!("snapshot {id} is not pinned");
             }
-            store.delete(&format!("pins/{id}")).await?;
             eprintln!("unpinned {id}");
             Ok(())
         }

@@ -326,6 +326,28 @@ pub(crate) fn hubdex(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn pinning_an_unknown_snapshot_or_unpinning_an_unpinned_one_is_one_clear_line() {
+    let store = fixture().store.to_str().unwrap().to_string();
+    for (args, expect) in [
+        (
+            vec!["pin", "20990101T000000Z-deadbeef"],
+            "snapshot 20990101T000000Z-deadbeef is not in store",
+        ),
+        (vec!["unpin", fixture().first.snapshot.as_str()], "is not pinned"),
+    ] {
+        let mut all = vec!["--store", store.as_str()];
+        all.extend(args.iter().copied());
+        let (code, _, stderr) = hubdex(&all);
+        assert_eq!(code, 1, "{args:?}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
+    let (code, stdout, _) = hubdex(&["--store", store.as_str(), "snapshots"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains(&format!("{} (current)", fixture().first.snapshot)), "{stdout}");
+}
+
+#[test]
 fn a_store_that_does_not_exist_is_one_clear_line() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
