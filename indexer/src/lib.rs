@@ -18,7 +18,7 @@ mod stages;
 pub use build::{BuildOptions, BuildReport, build, default_store};
 pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
 pub use git::GitError;
-pub use lifecycle::{DeltaReport, GcReport, QueueEntry, delta, gc, parse_duration};
+pub use lifecycle::{DeltaReport, GcReport, delta, gc, parse_duration};
 pub use local::{DIFF_MAX_LINES, cut_diff};
 pub use markdown::{MdChunk, chunk_markdown};
 pub use refs::find_refs;

@@ -7,19 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
 use hubdex_formats::{Manifest, Store};
-use serde::Deserialize;
 
 use crate::build::{BuildOptions, BuildReport, build};
-
-/// One queued delta request, as the server's webhook wrote it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct QueueEntry {
-    pub delivery: String,
-    pub repo: String,
-    pub event: String,
-    #[serde(default)]
-    pub numbers: Vec<i64>,
-}
 
 /// What a delta run did.
 #[derive(Debug, Default)]
@@ -38,9 +27,8 @@ pub async fn delta(template: &BuildOptions) -> anyhow::Result<DeltaReport> {
     let store = Store::open(&template.store)?;
     let mut report = DeltaReport::default();
     let mut covered: Vec<String> = Vec::new();
-    for key in store.list("queue/pending").await? {
-        let Some(bytes) = store.get_opt(&key).await? else { continue };
-        match serde_json::from_slice::<QueueEntry>(&bytes) {
+    for (key, entry) in store.pending().await? {
+        match entry {
             Ok(e) => {
                 *report.repos.entry(e.repo.clone()).or_default() += 1;
                 covered.push(key);
@@ -58,17 +46,10 @@ pub async fn delta(template: &BuildOptions) -> anyhow::Result<DeltaReport> {
     opts.sources = report.repos.keys().map(PathBuf::from).collect();
     let built = build(&opts).await.context("rebuilding the queued repositories")?;
     for key in &covered {
-        mark_done(&store, key).await?;
+        store.mark_done(key).await?;
     }
     report.build = Some(built);
     Ok(report)
-}
-
-/// Moves a pending queue entry to `queue/done/` (after the snapshot covering it is published).
-pub(crate) async fn mark_done(store: &Store, pending_key: &str) -> anyhow::Result<()> {
-    let done = pending_key.replacen("queue/pending/", "queue/done/", 1);
-    store.rename(pending_key, &done).await?;
-    Ok(())
 }
 
 /// What gc removed and kept.

@@ -19,7 +19,6 @@ use crate::build::{
     publish_segments,
 };
 use crate::github::Cursor;
-use crate::lifecycle::mark_done;
 
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +72,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     let work = tempfile::tempdir()?;
     let mut report = BuildReport::default();
     let mut done = Vec::new();
-    let queue: Vec<String> = plan.store.list("queue/pending").await?;
+    let queue = plan.store.pending().await?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = crate::progress::spinner(None);
         // A GitHub crawl carries unchanged threads over from the current snapshot; a local
@@ -100,7 +99,11 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
         }
         // The queue entries this run will cover are the ones pending when it crawled.
-        let covered: Vec<String> = queue_for(&plan.store, &queue, repo).await?;
+        let covered: Vec<String> = queue
+            .iter()
+            .filter(|(_, e)| e.as_ref().is_ok_and(|e| &e.repo == repo))
+            .map(|(k, _)| k.clone())
+            .collect();
         let staged = Staged { repo: repo.clone(), cursor: c.cursor, queue: covered };
         plan.store
             .put(&format!("{prefix}/staged.json"), serde_json::to_vec_pretty(&staged)?)
@@ -108,23 +111,6 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         done.push(repo.clone());
     }
     Ok(done)
-}
-
-async fn queue_for(
-    store: &hubdex_formats::Store,
-    keys: &[String],
-    repo: &str,
-) -> anyhow::Result<Vec<String>> {
-    let mut out = Vec::new();
-    for k in keys {
-        if let Some(b) = store.get_opt(k).await?
-            && serde_json::from_slice::<serde_json::Value>(&b)
-                .is_ok_and(|v| v["repo"] == serde_json::json!(repo))
-        {
-            out.push(k.clone());
-        }
-    }
-    Ok(out)
 }
 
 async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
@@ -263,7 +249,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     .await?;
     for key in staged.iter().flat_map(|s| &s.queue) {
         if store.exists(key).await? {
-            mark_done(&store, key).await?;
+            store.mark_done(key).await?;
         }
     }
     for key in store.list(&format!("staging/{run}")).await? {

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use hmac::{Hmac, Mac};
+use hubdex_formats::QueueEntry;
 use serde_json::{Value, json};
 use sha2::Sha256;
 
@@ -56,8 +57,8 @@ impl Dispatch {
         Ok(Dispatch { repo: repo.to_string(), client })
     }
 
-    async fn send(&self, entry: &Value) {
-        let body = json!({"event_type": "hubdex-delta", "client_payload": {"repo": entry["repo"], "delivery": entry["delivery"]}});
+    async fn send(&self, entry: &QueueEntry) {
+        let body = json!({"event_type": "hubdex-delta", "client_payload": {"repo": entry.repo, "delivery": entry.delivery}});
         let path = format!("/repos/{}/dispatches", self.repo);
         match self.client._post(path.as_str(), Some(&body)).await {
             Ok(r) if r.status().is_success() => {
@@ -92,7 +93,7 @@ fn reply(status: StatusCode, v: Value) -> Response {
 }
 
 /// The delta request a delivery becomes, or why it is not one.
-fn queue_entry(event: &str, delivery: &str, payload: &Value) -> Option<Value> {
+fn queue_entry(event: &str, delivery: &str, payload: &Value) -> Option<QueueEntry> {
     if !EVENTS.contains(&event) {
         return None;
     }
@@ -108,15 +109,15 @@ fn queue_entry(event: &str, delivery: &str, payload: &Value) -> Option<Value> {
         .flatten()
         .map(str::to_string)
         .collect();
-    Some(json!({
-        "delivery": delivery,
-        "repo": repo,
-        "event": event,
-        "action": payload["action"],
-        "numbers": numbers,
-        "refs": refs,
-        "received_at": Utc::now(),
-    }))
+    Some(QueueEntry {
+        delivery: delivery.to_string(),
+        repo: repo.to_string(),
+        event: event.to_string(),
+        action: payload["action"].as_str().map(str::to_string),
+        numbers,
+        refs,
+        received_at: Some(Utc::now()),
+    })
 }
 
 /// The handler.
@@ -161,12 +162,7 @@ pub(crate) async fn github_webhook(
     let Some(entry) = queue_entry(event, delivery, &payload) else {
         return reply(StatusCode::ACCEPTED, json!({"status": "ignored", "event": event}));
     };
-    let key = format!("queue/pending/{delivery}.json");
-    match state
-        .store
-        .put_create(&key, serde_json::to_vec_pretty(&entry).expect("entry serializes"))
-        .await
-    {
+    match state.store.enqueue(&entry).await {
         // A redelivery finds its entry already there: one entry, the same answer.
         Ok(created) => {
             tracing::info!(delivery, event, created, "webhook queued");
@@ -211,10 +207,12 @@ mod tests {
     fn deliveries_become_queue_entries_naming_what_changed() {
         let p = json!({"action": "edited", "issue": {"number": 7}, "repository": {"full_name": "acme/widgets"}});
         let e = queue_entry("issues", "d-1", &p).unwrap();
-        assert_eq!(e["repo"], json!("acme/widgets"));
-        assert_eq!(e["numbers"], json!([7]));
+        assert_eq!(e.repo, "acme/widgets");
+        assert_eq!(e.numbers, [7]);
+        assert_eq!(e.action.as_deref(), Some("edited"));
+        assert_eq!(e.pending_key(), "queue/pending/d-1.json");
         assert!(queue_entry("star", "d-2", &p).is_none());
         let push = json!({"ref": "refs/heads/main", "repository": {"full_name": "acme/widgets"}});
-        assert_eq!(queue_entry("push", "d-3", &push).unwrap()["refs"], json!(["refs/heads/main"]));
+        assert_eq!(queue_entry("push", "d-3", &push).unwrap().refs, ["refs/heads/main"]);
     }
 }
