@@ -322,21 +322,37 @@ pub(crate) async fn crawl_one(
     Ok(Crawled { rows, files, edges, cursor })
 }
 
+/// One repository's crawled content, ready to embed into a segment.
+pub(crate) struct SegmentInput {
+    pub(crate) repo: String,
+    pub(crate) rows: Vec<Row>,
+    pub(crate) files: Vec<FileText>,
+    pub(crate) edges: Vec<Edge>,
+    /// The repository's rows in the current snapshot: their vectors are reused for unchanged
+    /// content (matched by content hash).
+    pub(crate) previous: Vec<Row>,
+}
+
+/// What embedding and writing segments needs: the store, the model, a work directory and the
+/// progress display.
+#[derive(Clone, Copy)]
+pub(crate) struct SegmentWriter<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) embedder: &'a Embedder,
+    pub(crate) work: &'a std::path::Path,
+    pub(crate) mp: &'a MultiProgress,
+}
+
 /// Embeds what changed of one repository's rows, writes its segment and uploads it (unless
 /// the store already holds the same segment). Returns its manifest entry.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn embed_one(
-    store: &Store,
-    repo: &str,
-    mut rows: Vec<Row>,
-    mut files: Vec<FileText>,
-    mut edges: Vec<Edge>,
-    previous: Vec<Row>,
-    embedder: &Embedder,
-    work: &std::path::Path,
-    mp: &MultiProgress,
+    writer: SegmentWriter<'_>,
+    input: SegmentInput,
     report: &mut BuildReport,
 ) -> anyhow::Result<ManifestSegment> {
+    let SegmentWriter { store, embedder, work, mp } = writer;
+    let SegmentInput { repo, mut rows, mut files, mut edges, previous } = input;
+    let repo = repo.as_str();
     let model = embedder.identity().clone();
     let t = Instant::now();
     let previous: HashMap<String, Vec<f32>> =
@@ -377,21 +393,38 @@ pub(crate) async fn embed_one(
     Ok(entry)
 }
 
+/// What a build publishes: its new segments, what it rebuilt, the cursors to save after.
+pub(crate) struct Publication<'a> {
+    pub(crate) store: &'a Store,
+    /// The current snapshot, whose segments of repositories not rebuilt are kept.
+    pub(crate) prev: Option<&'a Manifest>,
+    pub(crate) model: &'a ModelIdentity,
+    pub(crate) segments: Vec<ManifestSegment>,
+    pub(crate) rebuilt: &'a BTreeSet<String>,
+    pub(crate) cursors: &'a [(String, Cursor)],
+    pub(crate) allow_unsafe_latest: bool,
+    pub(crate) started: Instant,
+    /// Where merged segments are written before upload.
+    pub(crate) cache: &'a std::path::Path,
+}
+
 /// Publishes a snapshot of `segments` plus the current snapshot's segments of repositories
 /// not rebuilt, unless nothing changed; then saves the crawl cursors.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn publish_segments(
-    store: &Store,
-    prev: Option<&Manifest>,
-    model: &ModelIdentity,
-    mut segments: Vec<ManifestSegment>,
-    rebuilt: &BTreeSet<String>,
-    cursors: &[(String, Cursor)],
-    allow_unsafe_latest: bool,
-    started: Instant,
-    cache: &std::path::Path,
+    publication: Publication<'_>,
     report: &mut BuildReport,
 ) -> anyhow::Result<()> {
+    let Publication {
+        store,
+        prev,
+        model,
+        mut segments,
+        rebuilt,
+        cursors,
+        allow_unsafe_latest,
+        started,
+        cache,
+    } = publication;
     // Repositories this build did not touch keep their segments from the previous snapshot.
     if let Some(prev) = prev
         && prev.model.model_sha256 == model.model_sha256
@@ -481,15 +514,19 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         }
         segments.push(
             embed_one(
-                &plan.store,
-                repo,
-                c.rows,
-                c.files,
-                c.edges,
-                previous,
-                &embedder,
-                work.path(),
-                &mp,
+                SegmentWriter {
+                    store: &plan.store,
+                    embedder: &embedder,
+                    work: work.path(),
+                    mp: &mp,
+                },
+                SegmentInput {
+                    repo: repo.clone(),
+                    rows: c.rows,
+                    files: c.files,
+                    edges: c.edges,
+                    previous,
+                },
                 &mut report,
             )
             .await?,
@@ -499,19 +536,18 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         report.github_requests = c.stats.snapshot();
     }
     let rebuilt: BTreeSet<String> = plan.repos.keys().cloned().collect();
-    publish_segments(
-        &plan.store,
-        plan.prev.as_ref(),
-        &model,
+    let publication = Publication {
+        store: &plan.store,
+        prev: plan.prev.as_ref(),
+        model: &model,
         segments,
-        &rebuilt,
-        &cursors,
-        opts.allow_unsafe_latest,
+        rebuilt: &rebuilt,
+        cursors: &cursors,
+        allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
-        &opts.cache,
-        &mut report,
-    )
-    .await?;
+        cache: &opts.cache,
+    };
+    publish_segments(publication, &mut report).await?;
     Ok(report)
 }
 

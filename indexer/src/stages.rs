@@ -15,8 +15,8 @@ use indicatif::MultiProgress;
 use serde::{Deserialize, Serialize};
 
 use crate::build::{
-    BuildOptions, BuildReport, crawl_one, embed_one, load_embedder, plan, previous_rows,
-    publish_segments,
+    BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, embed_one,
+    load_embedder, plan, previous_rows, publish_segments,
 };
 use crate::github::Cursor;
 
@@ -167,19 +167,10 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             previous_rows(&store, &opts.cache, prev.as_ref(), &staged.repo, &model.model_sha256)
                 .await?;
         let before = (report.embedded, report.reused, report.embed_seconds);
-        let entry = embed_one(
-            &store,
-            &staged.repo,
-            rows,
-            files,
-            edges,
-            previous,
-            &embedder,
-            work.path(),
-            &mp,
-            &mut report,
-        )
-        .await?;
+        let writer =
+            SegmentWriter { store: &store, embedder: &embedder, work: work.path(), mp: &mp };
+        let input = SegmentInput { repo: staged.repo.clone(), rows, files, edges, previous };
+        let entry = embed_one(writer, input, &mut report).await?;
         let done = StagedSegment {
             entry,
             embedded: report.embedded - before.0,
@@ -234,19 +225,18 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let rebuilt: BTreeSet<String> = staged.iter().map(|s| s.repo.clone()).collect();
     let cursors: Vec<(String, Cursor)> =
         staged.iter().filter_map(|s| s.cursor.clone().map(|c| (s.repo.clone(), c))).collect();
-    publish_segments(
-        &store,
-        prev.as_ref(),
-        &model,
+    let publication = Publication {
+        store: &store,
+        prev: prev.as_ref(),
+        model: &model,
         segments,
-        &rebuilt,
-        &cursors,
-        opts.allow_unsafe_latest,
+        rebuilt: &rebuilt,
+        cursors: &cursors,
+        allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
-        &opts.cache,
-        &mut report,
-    )
-    .await?;
+        cache: &opts.cache,
+    };
+    publish_segments(publication, &mut report).await?;
     for key in staged.iter().flat_map(|s| &s.queue) {
         if store.exists(key).await? {
             store.mark_done(key).await?;
