@@ -296,7 +296,7 @@ async fn rest(state: &Arc<AppState>, caller: &Caller, tool: &str, body: Option<B
         },
     };
     match call_tool_via(state, caller, "rest", tool, &args).await {
-        Ok(v) => Json(v).into_response(),
+        Ok(a) => Json(a.value).into_response(),
         Err(ToolError::Argument { argument, message }) => (
             StatusCode::BAD_REQUEST,
             Json(json!({"error": {"argument": argument, "message": format!("argument `{argument}`: {message}")}})),

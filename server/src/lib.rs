@@ -14,6 +14,7 @@ mod mcp;
 mod metrics;
 mod oauth;
 mod related;
+mod render;
 mod scan;
 mod search;
 mod snapshot;
@@ -35,6 +36,7 @@ pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
     related, summary as edge_summary,
 };
+pub use render::{fetch_text, related_text, scan_text, search_text, span_text};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,
@@ -45,5 +47,5 @@ pub use snapshot::{
     pull_snapshot,
 };
 pub use state::AppState;
-pub use tools::{ToolSpec, call_tool, call_tool_as, call_tool_via, render_text, tool_specs};
+pub use tools::{ToolAnswer, ToolSpec, call_tool, call_tool_as, call_tool_via, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

@@ -11,10 +11,10 @@ use hubdex_formats::{Device, Embedder, Reranker, Store};
 use hubdex_server::{
     AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
     TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval, load_grants,
-    open_snapshot, related, render_table, render_text, run_eval, serve_http,
+    open_snapshot, related, related_text, render_table, run_eval, serve_http,
 };
 use rmcp::ServiceExt as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 #[derive(Parser)]
 #[command(
@@ -319,31 +319,6 @@ async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Res
     Ok(Arc::new(state))
 }
 
-fn print_answer(answer: &Value) {
-    let results = answer["results"].as_array().cloned().unwrap_or_default();
-    println!("snapshot {} — {} results", answer["snapshot"].as_str().unwrap_or("?"), results.len());
-    for (i, r) in results.iter().enumerate() {
-        let title = r["title"].as_str().unwrap_or("");
-        let place = r["url"].as_str().or(r["path"].as_str()).unwrap_or("");
-        println!(
-            "{:>2}. [{}] {} — {}",
-            i + 1,
-            r["type"].as_str().unwrap_or(""),
-            title,
-            r["repo"].as_str().unwrap_or("")
-        );
-        if let Some(sha) = r["commit_sha"].as_str() {
-            println!("    commit {}", &sha[..sha.len().min(12)]);
-        }
-        if !place.is_empty() {
-            println!("    {place}");
-        }
-        let snippet: String =
-            r["snippet"].as_str().unwrap_or("").split_whitespace().collect::<Vec<_>>().join(" ");
-        println!("    {}", snippet.chars().take(200).collect::<String>());
-    }
-}
-
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Token { action } = &cli.command {
         return run_token(action);
@@ -454,11 +429,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let req = RelatedRequest::from_args(&args)?;
             let cache = cli.cache.clone().unwrap_or_else(default_cache);
             let snap = open_snapshot(&store, &cache, snapshot.as_deref()).await?;
-            let answer = serde_json::to_value(related(&snap, &req, None)?)?;
+            let answer = related(&snap, &req, None)?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
-                print!("{}", render_text("related", &answer));
+                print!("{}", related_text(&answer));
             }
             Ok(())
         }
@@ -480,9 +455,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let answer = call_tool_via(&state, &Caller::local(), "cli", "search", &args).await?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
+                println!("{}", serde_json::to_string_pretty(&answer.value)?);
             } else {
-                print_answer(&answer);
+                print!("{}", answer.text);
             }
             Ok(())
         }

@@ -93,10 +93,9 @@ impl ServerHandler for HubdexMcp {
         };
         let args = request.arguments.unwrap_or_default();
         let result = match call_tool_via(&self.state, &caller, "mcp", &request.name, &args).await {
-            Ok(value) => {
-                let text = crate::tools::render_text(&request.name, &value);
-                let mut r = CallToolResult::structured(value);
-                r.content = vec![ContentBlock::text(text)];
+            Ok(answer) => {
+                let mut r = CallToolResult::structured(answer.value);
+                r.content = vec![ContentBlock::text(answer.text)];
                 r
             }
             Err(e) => {

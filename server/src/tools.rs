@@ -13,6 +13,7 @@ use crate::args::{Args, ToolError};
 use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
 use crate::filter::STATES;
 use crate::related::{DEFAULT_LIMIT, KIND_NAMES, RelatedRequest, related};
+use crate::render::{fetch_text, related_text, scan_text, search_text, span_text};
 use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
 use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
 use crate::snapshot::OpenSnapshot;
@@ -204,9 +205,9 @@ pub async fn call_tool_via(
     transport: &str,
     name: &str,
     args: &Map<String, Value>,
-) -> Result<Value, ToolError> {
+) -> Result<ToolAnswer, ToolError> {
     let started = std::time::Instant::now();
-    let result = call_tool_as(state, caller, name, args).await;
+    let result = answer_tool(state, caller, name, args).await;
     let kind = result.as_ref().err().map(|e| match e {
         ToolError::Argument { .. } => "argument",
         ToolError::UnknownTool(_) => "unknown_tool",
@@ -217,7 +218,7 @@ pub async fn call_tool_via(
     state.metrics.tool(tool, transport, caller.metrics_label(), seconds, kind);
     if transport != "cli" {
         let results = match &result {
-            Ok(v) => v["count"].as_u64().unwrap_or(1),
+            Ok(a) => a.value["count"].as_u64().unwrap_or(1),
             Err(_) => 0,
         };
         // The arguments (query text, ids, paths) only when the operator asked for them.
@@ -255,9 +256,30 @@ pub async fn call_tool_as(
     name: &str,
     args: &Map<String, Value>,
 ) -> Result<Value, ToolError> {
-    let to_value = |v: Result<Value, serde_json::Error>| {
-        v.map_err(|e| ToolError::Unavailable(format!("encoding the answer: {e}")))
-    };
+    answer_tool(state, caller, name, args).await.map(|a| a.value)
+}
+
+/// A tool's answer: the structured object (MCP `structuredContent`, the REST body) and its
+/// text, rendered from the typed answer.
+#[derive(Debug, Clone)]
+pub struct ToolAnswer {
+    pub value: Value,
+    pub text: String,
+}
+
+/// The answer of a typed tool result and its text rendering.
+fn typed<T: serde::Serialize>(answer: &T, text: String) -> Result<ToolAnswer, ToolError> {
+    let value = serde_json::to_value(answer)
+        .map_err(|e| ToolError::Unavailable(format!("encoding the answer: {e}")))?;
+    Ok(ToolAnswer { value, text })
+}
+
+async fn answer_tool(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<ToolAnswer, ToolError> {
     let scope = caller.scope.as_ref();
     match name {
         "search" => {
@@ -271,33 +293,39 @@ pub async fn call_tool_as(
             })
             .await
             .map_err(|e| ToolError::Unavailable(format!("search task failed: {e}")))??;
-            to_value(serde_json::to_value(answer))
+            typed(&answer, search_text(&answer))
         }
         "scan" => {
             let mut req = ScanRequest::from_args(args)?;
             req.filters.scope = caller.scope.clone();
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(scan(&snap, &req)?))
+            let answer = scan(&snap, &req)?;
+            typed(&answer, scan_text(&answer))
         }
         "fetch" => {
             let (ids, snapshot) = fetch_ids(args)?;
             let snap = state.snapshot(snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(fetch(&snap, &ids, scope)?))
+            let answer = fetch(&snap, &ids, scope)?;
+            typed(&answer, fetch_text(&answer))
         }
         "read_span" => {
             let req = SpanRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(read_span(&snap, &req, scope)?))
+            let answer = read_span(&snap, &req, scope)?;
+            typed(&answer, span_text(&answer))
         }
         "related" => {
             let req = RelatedRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
-            to_value(serde_json::to_value(related(&snap, &req, scope)?))
+            let answer = related(&snap, &req, scope)?;
+            typed(&answer, related_text(&answer))
         }
         "index_stats" => {
             let a = Args::new(args, &["snapshot"])?;
             let snap = state.snapshot(a.string("snapshot")?.as_deref()).await?;
-            Ok(index_stats(&snap, scope))
+            let value = index_stats(&snap, scope);
+            let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            Ok(ToolAnswer { value, text })
         }
         other => Err(ToolError::UnknownTool(other.to_string())),
     }
@@ -367,120 +395,4 @@ fn index_stats(snap: &OpenSnapshot, scope: Option<&Scope>) -> Value {
         answer["build"] = Value::Null;
     }
     answer
-}
-
-/// A short plain-text rendering of an answer, for clients that show text.
-pub fn render_text(tool: &str, v: &Value) -> String {
-    let mut out = String::new();
-    let snap = v["snapshot"].as_str().unwrap_or("?");
-    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
-    match tool {
-        "search" | "scan" => {
-            out.push_str(&format!("{} results from snapshot {snap}", v["count"]));
-            if v["truncated"] == json!(true) {
-                out.push_str(" (more: pass the cursor)");
-            }
-            if let Some(f) = v["filters_unmatched"].as_array().filter(|f| !f.is_empty()) {
-                out.push_str(&format!(
-                    "; filters matching nothing: {}",
-                    f.iter().map(s).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            out.push('\n');
-            for (i, r) in v["results"].as_array().into_iter().flatten().enumerate() {
-                let place = r["url"].as_str().or(r["path"].as_str()).unwrap_or("");
-                out.push_str(&format!(
-                    "{}. [{}] {} ({}) id={}",
-                    i + 1,
-                    s(&r["type"]),
-                    s(&r["title"]),
-                    s(&r["repo"]),
-                    s(&r["id"])
-                ));
-                if !place.is_empty() {
-                    out.push_str(&format!(" {place}"));
-                }
-                if let Some(t) = r["updated_at"].as_str() {
-                    out.push_str(&format!(" updated {t}"));
-                }
-                out.push('\n');
-                let snippet: String =
-                    s(&r["snippet"]).split_whitespace().collect::<Vec<_>>().join(" ");
-                out.push_str(&format!("   {}\n", snippet));
-            }
-        }
-        "fetch" => {
-            out.push_str(&format!("{} rows from snapshot {snap} (index copy)\n", v["count"]));
-            for r in v["results"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "--- {} [{}] {}\n{}\n",
-                    s(&r["id"]),
-                    s(&r["type"]),
-                    s(&r["title"]),
-                    s(&r["content"])
-                ));
-                if r["content_truncated"] == json!(true) {
-                    out.push_str(&format!("[cut at 8000 of {} chars]\n", r["content_chars"]));
-                }
-            }
-            if let Some(nf) = v["not_found"].as_array().filter(|n| !n.is_empty()) {
-                out.push_str(&format!(
-                    "not found: {}\n",
-                    nf.iter().map(s).collect::<Vec<_>>().join(", ")
-                ));
-            }
-        }
-        "related" => {
-            let e = &v["entity"];
-            out.push_str(&format!(
-                "{} {} [{}] {} (snapshot {snap})\n",
-                s(&e["repo"]),
-                s(&e["entity"]),
-                s(&e["type"]),
-                s(&e["title"])
-            ));
-            if let Some(u) = e["url"].as_str() {
-                out.push_str(&format!("{u}\n"));
-            }
-            if let Some(r) = v["first_release"].as_object() {
-                out.push_str(&format!(
-                    "first release: {} ({})\n",
-                    r["tag"].as_str().unwrap_or(""),
-                    r["evidence"].as_str().unwrap_or("")
-                ));
-            }
-            for g in v["groups"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "{} ({}, {} of {}):\n",
-                    s(&g["kind"]),
-                    s(&g["direction"]),
-                    g["edges"].as_array().map_or(0, Vec::len),
-                    g["count"]
-                ));
-                for e in g["edges"].as_array().into_iter().flatten() {
-                    let title = e["title"].as_str().unwrap_or("");
-                    out.push_str(&format!(
-                        "  {} {} [{}] {title}\n    \"{}\"\n",
-                        s(&e["repo"]),
-                        s(&e["entity"]),
-                        s(&e["type"]),
-                        s(&e["evidence"])
-                    ));
-                }
-            }
-            if v["groups"].as_array().is_none_or(|g| g.is_empty()) {
-                out.push_str("no cross-references\n");
-            }
-        }
-        "read_span" => {
-            out.push_str(&format!(
-                "{} (snapshot {snap}, {} lines in file)\n{}",
-                s(&v["citation"]),
-                v["total_lines"],
-                s(&v["text"])
-            ));
-        }
-        _ => out.push_str(&serde_json::to_string_pretty(v).unwrap_or_default()),
-    }
-    out
 }

@@ -428,4 +428,25 @@ fn query_json_prints_the_search_tools_object() {
     ] {
         assert!(r.get(k).is_some(), "result lacks {k}: {r}");
     }
+    // Without --json: the text the MCP tool sends, rendered from the same answer.
+    let (code, text, stderr) = hubdex(&[
+        "--store",
+        f.store.to_str().unwrap(),
+        "query",
+        "exponential backoff",
+        "--type",
+        "commit",
+        "--top-k",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let first = format!("2 results from snapshot {}", v["snapshot"].as_str().unwrap());
+    assert!(text.starts_with(&first), "{text}");
+    let line = format!("1. [commit] {} ", r["title"].as_str().unwrap());
+    assert!(
+        text.contains(&line) && text.contains(&format!("id={}", r["id"].as_str().unwrap())),
+        "{text}"
+    );
+    let sha = &r["commit_sha"].as_str().unwrap()[..12];
+    assert!(text.contains(&format!("commit {sha}")), "{text}");
 }

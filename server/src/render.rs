@@ -1,0 +1,157 @@
+//! The plain-text face of each answer, rendered from its type: what MCP clients that show text
+//! read next to the structured answer, and what the command line prints.
+
+use std::fmt::Write as _;
+
+use crate::fetch::{FetchAnswer, SpanAnswer};
+use crate::related::RelatedAnswer;
+use crate::scan::ScanAnswer;
+use crate::search::SearchAnswer;
+
+/// Words on one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What one result line shows.
+struct Line<'a> {
+    kind: &'a str,
+    title: Option<&'a str>,
+    repo: &'a str,
+    id: &'a str,
+    place: Option<&'a str>,
+    commit: Option<&'a str>,
+    updated: Option<&'a str>,
+    snippet: &'a str,
+}
+
+/// One result line and its snippet: `N. [type] title (repo) id=… place commit … updated …`.
+fn result_lines(out: &mut String, i: usize, l: Line<'_>) {
+    let Line { kind, title, repo, id, place, commit, updated, snippet } = l;
+    let _ = write!(out, "{}. [{kind}] {} ({repo}) id={id}", i + 1, title.unwrap_or(""));
+    if let Some(p) = place.filter(|p| !p.is_empty()) {
+        let _ = write!(out, " {p}");
+    }
+    if let Some(sha) = commit {
+        let _ = write!(out, " commit {}", &sha[..sha.len().min(12)]);
+    }
+    if let Some(t) = updated {
+        let _ = write!(out, " updated {t}");
+    }
+    let _ = writeln!(out, "\n   {}", one_line(snippet));
+}
+
+fn unmatched_note(out: &mut String, unmatched: &[String]) {
+    if !unmatched.is_empty() {
+        let _ = write!(out, "; filters matching nothing: {}", unmatched.join(", "));
+    }
+}
+
+/// A search answer as text.
+pub fn search_text(a: &SearchAnswer) -> String {
+    let mut out = format!("{} results from snapshot {}", a.count, a.snapshot);
+    unmatched_note(&mut out, &a.filters_unmatched);
+    out.push('\n');
+    for (i, r) in a.results.iter().enumerate() {
+        let line = Line {
+            kind: r.row_type.as_str(),
+            title: r.title.as_deref(),
+            repo: &r.repo,
+            id: &r.id,
+            place: r.url.as_deref().or(r.path.as_deref()),
+            commit: r.commit_sha.as_deref(),
+            updated: r.updated_at.as_deref(),
+            snippet: &r.snippet,
+        };
+        result_lines(&mut out, i, line);
+    }
+    out
+}
+
+/// A scan answer as text.
+pub fn scan_text(a: &ScanAnswer) -> String {
+    let mut out = format!("{} results from snapshot {}", a.count, a.snapshot);
+    if a.truncated {
+        out.push_str(" (more: pass the cursor)");
+    }
+    unmatched_note(&mut out, &a.filters_unmatched);
+    out.push('\n');
+    for (i, r) in a.results.iter().enumerate() {
+        let line = Line {
+            kind: &r.row_type,
+            title: r.title.as_deref(),
+            repo: &r.repo,
+            id: &r.id,
+            place: r.url.as_deref().or(r.path.as_deref()),
+            commit: r.commit_sha.as_deref(),
+            updated: r.updated_at.as_deref(),
+            snippet: &r.snippet,
+        };
+        result_lines(&mut out, i, line);
+    }
+    out
+}
+
+/// A fetch answer as text: each row's stored text.
+pub fn fetch_text(a: &FetchAnswer) -> String {
+    let mut out = format!("{} rows from snapshot {} (index copy)\n", a.count, a.snapshot);
+    for r in &a.results {
+        let _ = writeln!(
+            out,
+            "--- {} [{}] {}\n{}",
+            r.id,
+            r.row_type,
+            r.title.as_deref().unwrap_or(""),
+            r.content
+        );
+        if r.content_truncated {
+            let _ = writeln!(out, "[cut at 8000 of {} chars]", r.content_chars);
+        }
+    }
+    if !a.not_found.is_empty() {
+        let _ = writeln!(out, "not found: {}", a.not_found.join(", "));
+    }
+    out
+}
+
+/// A read_span answer as text: the citation, then the lines.
+pub fn span_text(a: &SpanAnswer) -> String {
+    format!("{} (snapshot {}, {} lines in file)\n{}", a.citation, a.snapshot, a.total_lines, a.text)
+}
+
+/// A related answer as text: the entity, its first release, then each group of edges.
+pub fn related_text(a: &RelatedAnswer) -> String {
+    let e = &a.entity;
+    let mut out = format!(
+        "{} {} [{}] {} (snapshot {})\n",
+        e.repo,
+        e.entity,
+        e.entity_type,
+        e.title.as_deref().unwrap_or(""),
+        a.snapshot
+    );
+    if let Some(u) = &e.url {
+        let _ = writeln!(out, "{u}");
+    }
+    if let Some(r) = &a.first_release {
+        let _ = writeln!(out, "first release: {} ({})", r.tag, r.evidence);
+    }
+    for g in &a.groups {
+        let _ = writeln!(out, "{} ({}, {} of {}):", g.kind, g.direction, g.edges.len(), g.count);
+        for x in &g.edges {
+            let _ = writeln!(
+                out,
+                "  {} {} [{}] {}\n    \"{}\"",
+                x.other.repo,
+                x.other.entity,
+                x.other.entity_type,
+                x.other.title.as_deref().unwrap_or(""),
+                x.evidence
+            );
+        }
+    }
+    if a.groups.is_empty() {
+        out.push_str("no cross-references\n");
+    }
+    out
+}
