@@ -249,6 +249,15 @@ fn python_calls(port: u16, token: &str, calls: &Value) -> Vec<Value> {
 fn two_tokens_over_rest_and_the_python_sdk_see_disjoint_repositories_and_a_revoke_needs_no_restart()
 {
     let e = two_repos();
+    // An older snapshot, pinned: a token reading it by id still sees only its repository.
+    let first =
+        runtime().block_on(async { state(&e.store()).await.current.load().id().to_string() });
+    e.build().unwrap();
+    let pin = Command::new(hubdex_tests::bin("hubdex"))
+        .args(["--store", e.store().to_str().unwrap(), "pin", &first])
+        .output()
+        .unwrap();
+    assert!(pin.status.success(), "{}", String::from_utf8_lossy(&pin.stderr));
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
     let tw = add_token(&file, "team-w", &[W]);
@@ -267,6 +276,22 @@ fn two_tokens_over_rest_and_the_python_sdk_see_disjoint_repositories_and_a_revok
         assert_eq!(rest(port, "", tool, json!({})).0, 401, "{tool}");
         assert_eq!(rest(port, "hdx_wrong", tool, json!({})).0, 401, "{tool}");
     }
+    // What each token can get by itself: its row ids and a scan cursor, to try with the other.
+    let mut ids = std::collections::HashMap::new();
+    let mut cursors = std::collections::HashMap::new();
+    for (token, own) in [(&tw, W), (&tg, G)] {
+        let (status, r) = rest(port, token, "scan", json!({"since": "2000-01-01", "limit": 5}));
+        assert_eq!(status, 200, "{r}");
+        assert_only(&r, own, "REST scan page");
+        let own_ids: Vec<String> = r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.insert(own, own_ids);
+        cursors.insert(own, r["cursor"].as_str().unwrap().to_string());
+    }
     let probes = |own: &str, other: &str| {
         json!([
             ["index_stats", {}],
@@ -276,6 +301,10 @@ fn two_tokens_over_rest_and_the_python_sdk_see_disjoint_repositories_and_a_revok
             ["read_span", {"repo": other, "path": "README.md"}],
             ["related", {"id": format!("https://github.com/{other}/issues/2")}],
             ["related", {"id": "issue/2", "repo": own}],
+            ["fetch", {"ids": ids[other]}],
+            ["scan", {"since": "2000-01-01", "limit": 5, "cursor": cursors[other]}],
+            ["scan", {"since": "2000-01-01", "limit": 200, "snapshot": first}],
+            ["related", {"id": ids[other][0]}],
         ])
     };
     for (token, own, other) in [(&tw, W, G), (&tg, G, W)] {
@@ -293,6 +322,11 @@ fn two_tokens_over_rest_and_the_python_sdk_see_disjoint_repositories_and_a_revok
         let (status, r) =
             rest(port, token, "read_span", json!({"repo": other, "path": "README.md"}));
         assert_eq!(status, 400, "{r}");
+        let (status, r) = rest(port, token, "fetch", json!({"ids": ids[other]}));
+        assert_eq!((status, &r["results"], &r["not_found"]), (200, &json!([]), &json!(ids[other])));
+        let (status, r) =
+            rest(port, token, "scan", json!({"since": "2000-01-01", "cursor": cursors[other]}));
+        assert_eq!(status, 400, "another token's cursor: {r}");
         // MCP, Python SDK.
         let reports = python_calls(port, token, &probes(own, other));
         for (i, rep) in reports.iter().enumerate() {
@@ -304,6 +338,12 @@ fn two_tokens_over_rest_and_the_python_sdk_see_disjoint_repositories_and_a_revok
         assert_eq!(reports[2]["structured"]["filters_unmatched"], json!(["repo"]));
         assert_eq!(reports[4]["is_error"], json!(true));
         assert_eq!(reports[5]["is_error"], json!(true));
+        assert_eq!(reports[7]["structured"]["not_found"], json!(ids[other]), "fetch by id");
+        assert_eq!(reports[7]["structured"]["count"], json!(0));
+        assert_eq!(reports[8]["is_error"], json!(true), "another token's cursor");
+        assert_eq!(reports[9]["structured"]["snapshot"], json!(first), "the pinned snapshot");
+        assert!(reports[9]["structured"]["count"].as_u64().unwrap() > 0);
+        assert_eq!(reports[10]["is_error"], json!(true), "related by another's row id");
     }
     // /metrics needs a token that reads everything; it counts calls by token name.
     assert_eq!(
