@@ -3,22 +3,22 @@
 //! This is the real download path; the machines hubdex is tested on cannot reach the hub, so
 //! tests and CI use a local model directory instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use object_store::ObjectStore as _;
 use object_store::path::Path as ObjectPath;
 
-use crate::embed::cache_dir;
 use crate::error::EmbedError;
 
 /// Files a model directory needs, and where the hub keeps them.
 const FILES: [(&str, &[&str]); 2] =
     [("model.onnx", &["onnx/model.onnx", "model.onnx"]), ("tokenizer.json", &["tokenizer.json"])];
 
-/// Downloads `repo` (owner/name, optionally `@revision`) into `~/.cache/hubdex/models/`.
-pub(crate) fn download(repo: &str) -> Result<PathBuf, EmbedError> {
+/// Downloads `repo` (owner/name, optionally `@revision`) into `models` (the cache's
+/// `models/`).
+pub(crate) fn download(repo: &str, models: &Path) -> Result<PathBuf, EmbedError> {
     let (name, revision) = repo.split_once('@').unwrap_or((repo, "main"));
-    let dir = cache_dir().join("models").join(name.replace('/', "--")).join(revision);
+    let dir = models.join(name.replace('/', "--")).join(revision);
     if FILES.iter().all(|(f, _)| dir.join(f).is_file()) {
         return Ok(dir);
     }

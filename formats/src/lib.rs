@@ -33,6 +33,7 @@ mod filter;
 mod hf;
 mod manifest;
 mod merge;
+mod model;
 mod queue;
 mod rerank;
 mod row;
@@ -47,10 +48,7 @@ pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
 };
-pub use embed::{
-    BATCH_SIZE, Device, Embedder, MAX_TOKENS, cache_dir, default_model_dir, normalised,
-    resolve_model_dir, runtime_library_path,
-};
+pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, normalised};
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError};
@@ -62,6 +60,7 @@ pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
     MERGED_TIER2_TARGET_ROWS, merged_id, plan_merges, write_merged_segment,
 };
+pub use model::{cache_dir, default_model_dir, resolve_model_dir, runtime_library_path};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use ort::session::Session;
-use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
-use crate::embed::{environment, model_inputs};
 use crate::error::EmbedError;
+use crate::model::{environment, model_files, model_inputs};
 
 /// Longest (query, passage) pair the model reads, in tokens.
 pub const RERANK_MAX_TOKENS: usize = 512;
@@ -34,22 +34,7 @@ impl std::fmt::Debug for Reranker {
 impl Reranker {
     /// Loads the model in `dir`.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let model_path = dir.join("model.onnx");
-        let tokenizer_path = dir.join("tokenizer.json");
-        for (p, file) in [(&model_path, "model.onnx"), (&tokenizer_path, "tokenizer.json")] {
-            if !p.is_file() {
-                return Err(EmbedError::MissingModelFile { dir: dir.to_path_buf(), file });
-            }
-        }
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
-            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        tokenizer.with_padding(None::<PaddingParams>);
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: RERANK_MAX_TOKENS,
-                ..Default::default()
-            }))
-            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let (model_path, tokenizer) = model_files(dir, RERANK_MAX_TOKENS)?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
         let session = Session::builder(environment()?)
             .map_err(ort_err)?

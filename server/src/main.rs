@@ -29,8 +29,8 @@ struct Cli {
     /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
     #[arg(long, global = true, env = "HUBDEX_MODEL_DIR")]
     model: Option<String>,
-    /// Where verified segments are cached (default ~/.cache/hubdex).
-    #[arg(long, global = true, env = "HUBDEX_CACHE_DIR")]
+    /// Where verified segments are cached (default $HUBDEX_CACHE, else ~/.cache/hubdex).
+    #[arg(long, global = true)]
     cache: Option<PathBuf>,
     /// Cross-encoder model directory (model.onnx + tokenizer.json, one logit per pair) for
     /// `rerank: true`; without one, rerank is not applied and answers say so.
