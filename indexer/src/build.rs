@@ -28,18 +28,25 @@ use crate::local::{read_repo, read_wiki};
 /// What a build is asked to do.
 #[derive(Clone)]
 pub struct BuildOptions {
+    /// Store URL or directory to publish to.
     pub store: String,
+    /// The embedding model directory (model.onnx + tokenizer.json).
     pub model_dir: PathBuf,
+    /// Where embedding runs (CPU, or CUDA on a GPU runner).
     pub device: Device,
     /// Local paths (repositories, or directories searched for them) and `owner/name`s.
     pub sources: Vec<PathBuf>,
+    /// Row types not to index (`exclude_types` of hubdex.toml, for every repository).
     pub exclude: Vec<String>,
+    /// Publish to a store that cannot update LATEST conditionally (one publisher only).
     pub allow_unsafe_latest: bool,
     /// The GitHub API base URL (GitHub Enterprise: `https://host/api/v3`).
     pub github_api: String,
     /// Never printed.
     pub github_token: Option<String>,
+    /// Which GitHub artifacts a crawl asks for.
     pub scope: CrawlScope,
+    /// The time source (a test's fake clock, or the wall clock).
     pub clock: Arc<dyn Clock>,
     /// Where clones and previous segments are cached (default ~/.cache/hubdex).
     pub cache: PathBuf,
@@ -87,16 +94,27 @@ pub struct BuildReport {
     pub snapshot: String,
     /// False when nothing changed and the previous snapshot stays current.
     pub published: bool,
+    /// Repositories built.
     pub repos: usize,
+    /// Rows in the rebuilt repositories' segments.
     pub rows: u64,
+    /// Rows embedded by the model.
     pub embedded: u64,
+    /// Rows whose vector was reused from the current snapshot (same content hash).
     pub reused: u64,
+    /// Segments written and uploaded.
     pub segments_written: usize,
+    /// Segments the store already held (the same id).
     pub segments_unchanged: usize,
+    /// Seconds crawling.
     pub crawl_seconds: f64,
+    /// Seconds embedding.
     pub embed_seconds: f64,
+    /// Seconds writing segments.
     pub write_seconds: f64,
+    /// Seconds uploading and publishing.
     pub publish_seconds: f64,
+    /// Bytes of the published snapshot's segments.
     pub snapshot_bytes: u64,
     /// GitHub API requests: (all, conditional, answered 304, retried).
     pub github_requests: (u64, u64, u64, u64),

@@ -16,6 +16,7 @@ use tree_sitter::{Language, Node, Parser};
 
 /// A unit longer than this (lines or chars) is cut into windows.
 pub const UNIT_MAX_LINES: usize = 120;
+/// The same limit in chars: a longer unit is cut into windows too.
 pub const UNIT_MAX_CHARS: usize = 6000;
 /// The size of a line window.
 pub const WINDOW_LINES: usize = 60;
@@ -25,14 +26,23 @@ const SMALL_GAP_LINES: usize = 3;
 /// A language with a tree-sitter grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
+    /// Rust (`.rs`).
     Rust,
+    /// Python (`.py`, `.pyi`).
     Python,
+    /// JavaScript (`.js`, `.mjs`, `.cjs`, `.jsx`).
     JavaScript,
+    /// TypeScript (`.ts`, `.mts`, `.cts`).
     TypeScript,
+    /// TypeScript with JSX (`.tsx`).
     Tsx,
+    /// Go (`.go`).
     Go,
+    /// Java (`.java`).
     Java,
+    /// C (`.c`, `.h`).
     C,
+    /// C++ (`.cc`, `.cpp`, `.hpp`, …).
     Cpp,
 }
 
@@ -129,13 +139,16 @@ pub struct CodeChunk {
     pub symbol: Option<String>,
     /// 1-based, inclusive.
     pub line_start: usize,
+    /// Last line of the chunk, 1-based, inclusive.
     pub line_end: usize,
+    /// The chunk's source text.
     pub text: String,
 }
 
 /// A file cut into chunks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chunked {
+    /// The file's chunks, in file order.
     pub chunks: Vec<CodeChunk>,
     /// Line ranges (1-based, inclusive) in no chunk: blank runs, and doc comments when they are
     /// stripped.

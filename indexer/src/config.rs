@@ -26,10 +26,14 @@ use crate::github::CrawlScope;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Default store URL or directory for builds.
     pub store: Option<String>,
+    /// Default model directory or Hugging Face id.
     pub model: Option<String>,
+    /// GitHub API base URL (GitHub Enterprise: `https://HOST/api/v3`).
     pub github_api: Option<String>,
     #[serde(default)]
+    /// The repositories to index.
     pub repos: Vec<RepoConfig>,
     /// The server's OAuth claim mapping (`[oauth]`, read by `hubdex serve`; docs/deploy.md).
     pub oauth: Option<toml::Value>,
@@ -39,10 +43,12 @@ pub struct Config {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RepoConfig {
+    /// `owner/name`, or a local path.
     pub name: String,
     /// Only these row types (all when absent).
     pub types: Option<Vec<String>>,
     #[serde(default)]
+    /// Row types not indexed.
     pub exclude_types: Vec<String>,
     /// Globs of paths whose doc, wiki, code and file rows are not indexed.
     #[serde(default)]
@@ -89,8 +95,11 @@ pub(crate) fn looks_generated(head: &str) -> bool {
 /// How a repository's files become code rows.
 #[derive(Debug, Clone)]
 pub struct CodeRules {
+    /// Source files larger than this are not indexed as code.
     pub max_file_bytes: u64,
+    /// Paths never indexed as code (vendored, generated, minified, lock files, and `exclude_paths`).
     pub skip: GlobSet,
+    /// Leave doc comments out of code chunks.
     pub strip_doc_comments: bool,
 }
 
@@ -113,6 +122,7 @@ impl Default for CodeRules {
 pub struct RepoRules {
     types: Vec<RowType>,
     exclude_paths: GlobSet,
+    /// How code files are chunked.
     pub code: CodeRules,
     /// Which tags are releases, when hubdex.toml says.
     pub release_tags: Option<regex::Regex>,

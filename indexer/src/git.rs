@@ -32,13 +32,22 @@ pub enum GitError {
     /// `git` could not be run at all.
     #[error("running git in {dir}: {source} (is git installed and on PATH?)")]
     Spawn {
+        /// The directory git was to run in.
         dir: PathBuf,
+        /// Why it could not start.
         #[source]
         source: std::io::Error,
     },
     /// `git` ran and failed.
     #[error("git {args} in {dir} failed: {stderr}")]
-    Failed { dir: PathBuf, args: String, stderr: String },
+    Failed {
+        /// The directory git ran in.
+        dir: PathBuf,
+        /// The git arguments.
+        args: String,
+        /// What git printed on stderr.
+        stderr: String,
+    },
     /// A SOURCE path does not exist.
     #[error("source {0} does not exist")]
     NoSuchPath(PathBuf),

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! hubdex-indexer: crawl sources into rows, embed them, write segments and publish snapshots.
 //!
 //! The binary `hubdex-index` is a thin CLI over [`build()`].

@@ -17,6 +17,7 @@ pub struct DeltaReport {
     pub repos: BTreeMap<String, usize>,
     /// Entries that could not be read (left pending, named in the log).
     pub unreadable: Vec<String>,
+    /// The build that covered the queue, when anything was queued.
     pub build: Option<BuildReport>,
 }
 
@@ -55,8 +56,11 @@ pub async fn delta(template: &BuildOptions) -> anyhow::Result<DeltaReport> {
 /// What gc removed and kept.
 #[derive(Debug, Default)]
 pub struct GcReport {
+    /// Snapshots kept (newest, current, pinned).
     pub kept_snapshots: Vec<String>,
+    /// Snapshots deleted.
     pub deleted_snapshots: Vec<String>,
+    /// Segments deleted (referenced by no kept snapshot, older than the grace period).
     pub deleted_segments: Vec<String>,
     /// Unreferenced segments left because they are younger than the grace period.
     pub young_segments: Vec<String>,

@@ -13,9 +13,11 @@ const OVERLAP_LINES: usize = 3;
 pub struct MdChunk {
     /// Titles of the enclosing headings, outermost first; empty before the first heading.
     pub heading_path: Vec<String>,
+    /// The section's text.
     pub text: String,
     /// 1-based, inclusive.
     pub line_start: usize,
+    /// Last line of the section, 1-based, inclusive.
     pub line_end: usize,
 }
 

@@ -23,7 +23,9 @@ use crate::github::Cursor;
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This shard's index, from 0.
     pub index: u32,
+    /// How many shards there are.
     pub count: u32,
 }
 

@@ -23,7 +23,9 @@ pub const SECONDARY_MIN_WAIT: Duration = Duration::from_secs(60);
 /// The time source: real, or a test's.
 #[async_trait]
 pub trait Clock: Send + Sync {
+    /// The current time.
     fn now(&self) -> DateTime<Utc>;
+    /// Waits `d`.
     async fn sleep(&self, d: Duration);
 }
 
@@ -49,21 +51,52 @@ pub enum GitHubError {
         "GitHub {limit} rate limit still in force after {tries} tries on {path}: nothing was published; \
          retry after {retry_at}"
     )]
-    RateLimited { limit: &'static str, path: String, tries: u32, retry_at: DateTime<Utc> },
+    RateLimited {
+        /// Which limit: primary or secondary.
+        limit: &'static str,
+        /// The API path asked for.
+        path: String,
+        /// Tries made.
+        tries: u32,
+        /// When GitHub says the limit lifts.
+        retry_at: DateTime<Utc>,
+    },
     /// GitHub kept failing (5xx or connection errors).
     #[error("GitHub kept failing on {path} after {tries} tries: {detail}")]
-    Unavailable { path: String, tries: u32, detail: String },
+    Unavailable {
+        /// The API path asked for.
+        path: String,
+        /// Tries made.
+        tries: u32,
+        /// The last failure.
+        detail: String,
+    },
     /// A resource does not exist (or the token may not see it).
     #[error(
         "GitHub says {path} does not exist (404); check the repository name and the token's access"
     )]
-    NotFound { path: String },
+    NotFound {
+        /// The API path asked for.
+        path: String,
+    },
     /// Any other refusal.
     #[error("GitHub answered {status} on {path}: {body}")]
-    Status { path: String, status: u16, body: String },
+    Status {
+        /// The API path asked for.
+        path: String,
+        /// The HTTP status.
+        status: u16,
+        /// GitHub's answer.
+        body: String,
+    },
     /// The body was not the JSON expected.
     #[error("GitHub's answer to {path} is not the JSON expected: {detail}")]
-    Decode { path: String, detail: String },
+    Decode {
+        /// The API path asked for.
+        path: String,
+        /// What did not decode.
+        detail: String,
+    },
     /// The client could not be set up.
     #[error("GitHub client: {0}")]
     Setup(String),
@@ -75,15 +108,26 @@ pub enum Fetched {
     /// 304: unchanged since the ETag we sent.
     NotModified,
     /// 200: the body, its ETag, and the next page's path when there is one.
-    Page { body: Vec<u8>, etag: Option<String>, next: Option<String> },
+    Page {
+        /// The JSON body.
+        body: Vec<u8>,
+        /// The ETag to send next time.
+        etag: Option<String>,
+        /// The next page's path (from the `Link` header).
+        next: Option<String>,
+    },
 }
 
 /// Request counts, for reports and tests.
 #[derive(Debug, Default)]
 pub struct RequestStats {
+    /// GET requests sent.
     pub requests: AtomicU64,
+    /// Requests sent with an ETag (`If-None-Match`).
     pub conditional: AtomicU64,
+    /// Requests answered 304 Not Modified.
     pub not_modified: AtomicU64,
+    /// Requests retried (rate limits, 5xx, connection errors).
     pub retries: AtomicU64,
     /// The quota GitHub last reported as remaining (u64::MAX when unknown).
     pub remaining: AtomicU64,
@@ -107,6 +151,7 @@ pub struct GitHubClient {
     octo: Octocrab,
     clock: Arc<dyn Clock>,
     serial: Mutex<Option<DateTime<Utc>>>,
+    /// Request counts for this client.
     pub stats: Arc<RequestStats>,
 }
 

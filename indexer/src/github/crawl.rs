@@ -16,8 +16,11 @@ use super::state::{Cursor, Pending};
 /// What to crawl of a repository.
 #[derive(Debug, Clone)]
 pub struct CrawlScope {
+    /// Crawl issues and their comments.
     pub issues: bool,
+    /// Crawl pull requests, their reviews and review comments.
     pub pulls: bool,
+    /// Crawl releases.
     pub releases: bool,
 }
 
@@ -36,6 +39,7 @@ pub struct ApiCrawl {
     pub releases: Option<Vec<Row>>,
     /// Items per type, for the report.
     pub counts: HashMap<&'static str, u64>,
+    /// Where the crawl stopped, for the next incremental run.
     pub cursor: Cursor,
 }
 

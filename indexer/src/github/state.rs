@@ -13,23 +13,31 @@ const CURSOR_VERSION: u32 = 1;
 /// An item that failed or was deferred: retried on the next run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
+    /// The issue or pull request number.
     pub number: i64,
+    /// Its `updated_at` when it failed.
     pub updated_at: DateTime<Utc>,
+    /// Why it failed.
     pub reason: String,
 }
 
 /// Where the last published crawl of a repository stopped.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cursor {
+    /// The cursor format's version.
     pub version: u32,
     /// Every issue and PR updated before this was indexed; the next crawl asks for items
     /// updated at or after it (`since` is inclusive, so the boundary item is seen twice).
     pub watermark: Option<DateTime<Utc>>,
+    /// Items that failed and are retried next run (the watermark waits for them).
     pub pending: Vec<Pending>,
     /// ETag per request path, for conditional requests.
     pub etags: BTreeMap<String, String>,
+    /// The clone URL the crawl found.
     pub clone_url: Option<String>,
+    /// The repository's web address.
     pub html_url: Option<String>,
+    /// Whether GitHub says the repository has a wiki.
     pub has_wiki: bool,
 }
 
