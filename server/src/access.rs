@@ -49,6 +49,7 @@ impl CallerKind {
 pub struct Caller {
     /// The token's name, the JWT's subject, or `local` / `anonymous` / `token`.
     pub name: String,
+    /// How it authenticated.
     pub kind: CallerKind,
     /// What the caller may read; `None`: everything the snapshot holds.
     pub scope: Option<Scope>,
@@ -101,6 +102,7 @@ pub struct TokenEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When `hubdex token add` made it (RFC 3339).
     pub created: Option<String>,
 }
 
@@ -109,6 +111,7 @@ pub struct TokenEntry {
 #[serde(deny_unknown_fields)]
 pub struct TokensFile {
     #[serde(default)]
+    /// The tokens, one `[[token]]` table each.
     pub token: Vec<TokenEntry>,
 }
 
@@ -117,13 +120,28 @@ pub struct TokensFile {
 pub enum TokensError {
     /// The file cannot be read or written.
     #[error("tokens file {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The tokens file.
+        path: PathBuf,
+        /// Why it could not be read or written.
+        source: std::io::Error,
+    },
     /// The file is not the TOML a tokens file is.
     #[error("tokens file {path}: {detail}")]
-    Invalid { path: PathBuf, detail: String },
+    Invalid {
+        /// The tokens file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A command named a token the file does not hold.
     #[error("tokens file {path} has no token named {name:?}")]
-    NoSuchToken { path: PathBuf, name: String },
+    NoSuchToken {
+        /// The tokens file.
+        path: PathBuf,
+        /// The name asked for.
+        name: String,
+    },
 }
 
 /// Parses an expiry: an RFC 3339 time, or a date meaning the end of that day (UTC).

@@ -7,7 +7,12 @@ use serde_json::{Map, Value};
 pub enum ToolError {
     /// An argument is missing, of the wrong type, or out of range.
     #[error("argument `{argument}`: {message}")]
-    Argument { argument: String, message: String },
+    Argument {
+        /// The argument's name.
+        argument: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
     /// The call is well formed but cannot be served (store trouble, a failed task).
     #[error("{0}")]
     Unavailable(String),

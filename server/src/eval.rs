@@ -21,9 +21,12 @@ use crate::snapshot::OpenSnapshot;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EvalQuery {
+    /// The question.
     pub query: String,
+    /// Ids, paths or SHAs of the results that answer it.
     pub relevant: Vec<String>,
     #[serde(default)]
+    /// Only this repository, when set.
     pub repo: Option<String>,
     /// Asked with this type filter (`type: commit` for "the commit that did X").
     #[serde(default, rename = "type")]
@@ -59,9 +62,13 @@ pub fn load_eval(path: &Path) -> anyhow::Result<Vec<EvalQuery>> {
 /// A way of searching that the eval compares.
 #[derive(Debug, Clone)]
 pub struct Mode {
+    /// The mode's name in the report (`rrf`, `rrf[minmax:0.5]`, …).
     pub name: String,
+    /// Which rankings are used.
     pub fusion: Fusion,
+    /// How rrf combines them.
     pub blend: Blend,
+    /// Rerank with the cross-encoder.
     pub rerank: bool,
 }
 
@@ -89,14 +96,21 @@ impl Mode {
 /// The figures of one mode over the whole set.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModeReport {
+    /// The mode's name.
     pub mode: String,
+    /// Queries run.
     pub queries: usize,
+    /// Share of queries with a relevant result within k.
     pub recall_at_k: f64,
     /// Recall@k when rows folded under a result (same file, same thread) count too.
     pub recall_at_k_folded: f64,
+    /// Mean reciprocal rank of the first relevant result within k.
     pub mrr_at_k: f64,
+    /// nDCG over the top 10.
     pub ndcg_at_10: f64,
+    /// Median latency per query.
     pub p50_ms: f64,
+    /// 95th-percentile latency per query.
     pub p95_ms: f64,
     /// Per query, in file order: the 1-based rank of the first relevant result within k, or
     /// null. What `ci/bench-quality` compares mode by mode.

@@ -55,9 +55,13 @@ pub struct FetchItem {
 /// The answer of a fetch.
 #[derive(Debug, Clone, Serialize)]
 pub struct FetchAnswer {
+    /// The snapshot answered from.
     pub snapshot: String,
+    /// Rows returned.
     pub count: usize,
+    /// The rows, in the order asked.
     pub results: Vec<FetchItem>,
+    /// Ids that name no row the caller may read.
     pub not_found: Vec<String>,
 }
 
@@ -132,25 +136,38 @@ pub fn fetch(
 /// The answer of read_span.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpanAnswer {
+    /// The snapshot answered from.
     pub snapshot: String,
+    /// `owner/name`.
     pub repo: String,
+    /// The file's path in the repository.
     pub path: String,
+    /// The commit the file was indexed at.
     pub commit_sha: String,
+    /// First line returned, 1-based.
     pub start_line: i64,
+    /// Last line returned, inclusive (the file's end when it is shorter).
     pub end_line: i64,
+    /// Lines in the whole file.
     pub total_lines: i64,
     /// `path:start-end@sha`, to cite.
     pub citation: String,
+    /// The lines.
     pub text: String,
 }
 
 /// A checked read_span request.
 #[derive(Debug, Clone)]
 pub struct SpanRequest {
+    /// `owner/name`.
     pub repo: String,
+    /// Path inside the repository.
     pub path: String,
+    /// First line, 1-based.
     pub start_line: i64,
+    /// Last line, inclusive.
     pub end_line: i64,
+    /// Answer from this snapshot; default the newest.
     pub snapshot: Option<String>,
 }
 

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! hubdex-server: the read-only server. It opens the newest snapshot from the store through a
 //! verified local cache and answers MCP tools over stdio and HTTP, and the `query` command.
 //!

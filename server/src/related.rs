@@ -35,14 +35,21 @@ pub(crate) const KIND_NAMES: [&str; 6] =
 /// A checked `related` request.
 #[derive(Debug, Clone)]
 pub struct RelatedRequest {
+    /// The id, entity or URL asked about, trimmed.
     pub id: String,
+    /// `owner/name`, needed with an entity id when several repositories are visible.
     pub repo: Option<String>,
     /// Kinds to list (all when empty), by name.
     pub kinds: Vec<String>,
+    /// List edges the entity states.
     pub out: bool,
+    /// List edges to the entity.
     pub incoming: bool,
+    /// 1, or 2 to list a few edges of each listed end.
     pub depth: u8,
+    /// Edges listed per kind and direction.
     pub limit: usize,
+    /// Answer from this snapshot; default the newest.
     pub snapshot: Option<String>,
 }
 
@@ -90,16 +97,23 @@ impl RelatedRequest {
 /// One end of an edge, as an answer shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct EntityInfo {
+    /// `owner/name`.
     pub repo: String,
+    /// The entity key (`issue/12`, `commit/<sha>`, `release/<tag>`, `file/<path>`).
     pub entity: String,
     /// The row that stands for the entity (its thread, commit or release row), when the
     /// snapshot holds one.
     pub id: Option<String>,
     #[serde(rename = "type")]
+    /// issue, pull_request, commit, release or file.
     pub entity_type: String,
+    /// Its title, when the snapshot holds its row.
     pub title: Option<String>,
+    /// Its web address.
     pub url: Option<String>,
+    /// open, closed or merged, for issues and pull requests.
     pub state: Option<String>,
+    /// When its row was last updated.
     pub updated_at: Option<String>,
     /// Whether the snapshot holds rows of it (an issue of a repository indexed from git alone
     /// is only referenced).
@@ -109,8 +123,11 @@ pub struct EntityInfo {
 /// A release, as `first_release` names it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ReleaseRef {
+    /// The release's tag.
     pub tag: String,
+    /// The release entity (`release/<tag>`).
     pub entity: String,
+    /// The release's web address.
     pub url: Option<String>,
     /// How the entity reached it ("tag v1.2.0 (2024-05-01) contains 1a2b3c4", "v1.2.0 via
     /// commit 1a2b3c4").
@@ -121,9 +138,11 @@ pub struct ReleaseRef {
 #[derive(Debug, Clone, Serialize)]
 pub struct RelatedEdge {
     #[serde(flatten)]
+    /// The other end.
     pub other: EntityInfo,
     /// The row that states the edge, and the phrase.
     pub evidence_id: Option<String>,
+    /// The phrase that states the edge.
     pub evidence: String,
     /// At depth 2: the other end's own edges (a few per kind).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,28 +152,37 @@ pub struct RelatedEdge {
 /// The edges of one kind in one direction.
 #[derive(Debug, Clone, Serialize)]
 pub struct EdgeGroup {
+    /// The edge kind (closes, mentions, …, changed_in).
     pub kind: String,
     /// `out`: the entity states it (commit closes issue); `in`: another entity does.
     pub direction: &'static str,
     /// How many such edges exist; `edges` lists at most `limit`.
     pub count: usize,
+    /// Whether more edges exist than are listed.
     pub truncated: bool,
+    /// The listed edges, newest other end first.
     pub edges: Vec<RelatedEdge>,
 }
 
 /// The answer of `related`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RelatedAnswer {
+    /// The snapshot answered from.
     pub snapshot: String,
+    /// The entity asked about.
     pub entity: EntityInfo,
+    /// The first release that shipped it, when known.
     pub first_release: Option<ReleaseRef>,
+    /// Edges listed in all groups.
     pub count: usize,
+    /// The edges, grouped by kind and direction.
     pub groups: Vec<EdgeGroup>,
 }
 
 /// What search and fetch add to a commit, pull request or issue result.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct EdgeSummary {
+    /// The first release that shipped it, when known.
     pub first_release: Option<ReleaseRef>,
     /// Edges per kind, in and out together (`related` lists them).
     pub edges: BTreeMap<String, usize>,

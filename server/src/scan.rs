@@ -22,12 +22,19 @@ pub(crate) const DEFAULT_WINDOW_DAYS: i64 = 7;
 /// A checked scan request.
 #[derive(Debug, Clone)]
 pub struct ScanRequest {
+    /// `updated_desc` or `created_desc`.
     pub order: String,
+    /// Window start (inclusive).
     pub since: DateTime<Utc>,
+    /// Window end (exclusive).
     pub until: DateTime<Utc>,
+    /// Rows per page.
     pub limit: usize,
+    /// The filters, with the caller's scope.
     pub filters: Filters,
+    /// Where the previous page stopped.
     pub after: Option<Cursor>,
+    /// Answer from this snapshot; default the newest (or the cursor's).
     pub snapshot: Option<String>,
 }
 
@@ -35,10 +42,13 @@ pub struct ScanRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
     #[serde(rename = "s")]
+    /// The snapshot the scan ran on.
     pub snapshot: String,
     #[serde(rename = "t")]
+    /// The last row's time, in microseconds.
     pub time_micros: i64,
     #[serde(rename = "i")]
+    /// The last row's id (ties on time are broken by id).
     pub id: String,
     /// The fingerprint of the caller's scope (absent: every repository): a cursor made under
     /// one scope is refused under another.
@@ -87,14 +97,23 @@ pub struct ScanItem {
 /// The answer of a scan.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScanAnswer {
+    /// The snapshot answered from.
     pub snapshot: String,
+    /// The order used.
     pub order: String,
+    /// Window start, RFC 3339.
     pub since: String,
+    /// Window end, RFC 3339.
     pub until: String,
+    /// Rows returned.
     pub count: usize,
+    /// Whether more rows exist (pass `cursor` for them).
     pub truncated: bool,
+    /// The next page's cursor, when truncated.
     pub cursor: Option<String>,
+    /// Filters that on their own match no row the caller may read.
     pub filters_unmatched: Vec<String>,
+    /// The rows, newest first.
     pub results: Vec<ScanItem>,
 }
 

@@ -31,9 +31,19 @@ pub const NO_RERANK_MODEL: &str =
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Blend {
     /// Weighted reciprocal rank fusion: `w_sparse / (k + rank_sparse) + w_dense / (k + rank_dense)`.
-    Rrf { k: f64, w_sparse: f64, w_dense: f64 },
+    Rrf {
+        /// The rank offset (60 in the original paper).
+        k: f64,
+        /// Weight of the BM25 ranking.
+        w_sparse: f64,
+        /// Weight of the vector ranking.
+        w_dense: f64,
+    },
     /// Scores min-max normalised per list, then `(1 - w_dense) * sparse + w_dense * dense`.
-    MinMax { w_dense: f64 },
+    MinMax {
+        /// Weight of the vector scores; the BM25 scores get the rest.
+        w_dense: f64,
+    },
 }
 
 impl Blend {
@@ -71,8 +81,11 @@ pub(crate) const MAX_QUERY_CHARS: usize = 2000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fusion {
+    /// Keyword (BM25) and semantic rankings fused (the default).
     Rrf,
+    /// Semantic ranking only.
     DenseOnly,
+    /// Keyword (BM25) ranking only.
     SparseOnly,
 }
 
@@ -92,8 +105,11 @@ impl Fusion {
 /// How results are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sort {
+    /// Best match first.
     Relevance,
+    /// Most recently updated first, among the relevant.
     UpdatedDesc,
+    /// Most recently created first, among the relevant.
     CreatedDesc,
 }
 
@@ -113,12 +129,19 @@ impl Sort {
 /// A checked search request.
 #[derive(Debug, Clone)]
 pub struct SearchRequest {
+    /// What to look for.
     pub query: String,
+    /// Distinct entities to return.
     pub top_k: usize,
+    /// Which rankings are used.
     pub fusion: Fusion,
+    /// The order of the results.
     pub sort: Sort,
+    /// The filters, with the caller's scope.
     pub filters: Filters,
+    /// Rerank the top candidates with the cross-encoder, when the server has one.
     pub rerank: bool,
+    /// Answer from this snapshot; default the newest.
     pub snapshot: Option<String>,
     /// How `fusion: rrf` blends; not a tool argument (see [`Blend::DEFAULT`]).
     pub blend: Blend,
@@ -177,31 +200,50 @@ pub struct SameEntity {
 /// One search result.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SearchResult {
+    /// The row's id (for fetch).
     pub id: String,
     #[serde(rename = "type")]
+    /// The row's type.
     pub row_type: RowType,
+    /// `owner/name`.
     pub repo: String,
+    /// The issue or pull request number.
     pub number: Option<i64>,
+    /// The row's title.
     pub title: Option<String>,
+    /// Its web address.
     pub url: Option<String>,
+    /// Its path, for docs, code and diffs.
     pub path: Option<String>,
+    /// Markdown headings above a doc chunk.
     pub heading_path: Option<Vec<String>>,
+    /// First line of a doc or code chunk.
     pub line_start: Option<i64>,
+    /// Last line of a doc or code chunk.
     pub line_end: Option<i64>,
+    /// The commit, for commits, diffs, docs and code.
     pub commit_sha: Option<String>,
+    /// When the row was last updated (RFC 3339).
     pub updated_at: Option<String>,
     /// For `sort: created_desc`; not part of the answer.
     #[serde(skip)]
     pub created_at: Option<String>,
+    /// A short excerpt around the query's words.
     pub snippet: String,
+    /// The fused score.
     pub score: f64,
+    /// The BM25 score, when BM25 found it.
     pub sparse_score: Option<f32>,
+    /// Its BM25 rank, 1-based.
     pub sparse_rank: Option<usize>,
+    /// The cosine similarity, when the vector search found it.
     pub dense_score: Option<f32>,
+    /// Its vector-search rank, 1-based.
     pub dense_rank: Option<usize>,
     /// The cross-encoder's logit, when the answer was reranked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank_score: Option<f32>,
+    /// Other matching rows of the same entity, folded under this one.
     pub same_entity: Option<SameEntity>,
     /// The entity (aggregation key), for the edge summary; not part of the answer.
     #[serde(skip)]
@@ -217,13 +259,18 @@ pub struct SearchResult {
 /// The answer of a search.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SearchAnswer {
+    /// The snapshot answered from.
     pub snapshot: String,
+    /// Results returned.
     pub count: usize,
+    /// Filters that on their own match no row the caller may read.
     pub filters_unmatched: Vec<String>,
+    /// Whether the cross-encoder reranked the results.
     pub rerank_applied: bool,
     /// Why rerank was asked for and not applied.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rerank_note: Option<String>,
+    /// The results, best first.
     pub results: Vec<SearchResult>,
 }
 

@@ -11,6 +11,7 @@ use hubdex_formats::{FormatError, Manifest, Row, Segment, Store, StoreError};
 /// An open snapshot: its manifest and the segments that serve it.
 #[derive(Debug)]
 pub struct OpenSnapshot {
+    /// The snapshot's manifest.
     pub manifest: Manifest,
     /// The serving units: merged segments and unmerged build segments, in manifest order.
     pub segments: Vec<Arc<Segment>>,
@@ -124,11 +125,15 @@ pub fn default_cache() -> PathBuf {
 /// Errors opening a snapshot.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// Reading the store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A segment could not be opened.
     #[error("segment {segment}: {source}")]
     Segment {
+        /// The segment's id.
         segment: String,
+        /// Why.
         #[source]
         source: FormatError,
     },

@@ -16,12 +16,17 @@ const PINNED_OPEN: usize = 4;
 
 /// Shared server state.
 pub struct AppState {
+    /// Where snapshots are read from.
     pub store: Store,
+    /// Where verified segments are cached.
     pub cache: PathBuf,
+    /// The snapshot served by default.
     pub current: ArcSwap<OpenSnapshot>,
+    /// The query embedder.
     pub embedder: Arc<Embedder>,
     /// The cross-encoder for `rerank: true`, when one is configured.
     pub reranker: Option<Arc<Reranker>>,
+    /// Prometheus metrics.
     pub metrics: Metrics,
     /// Whether audit lines carry each call's arguments (query text, ids, paths).
     pub audit_queries: bool,

@@ -22,9 +22,13 @@ use crate::state::AppState;
 /// A tool as listed: name, title, description, input schema.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
+    /// The tool's name.
     pub name: &'static str,
+    /// A short human title.
     pub title: &'static str,
+    /// What it does, for the model reading the tool list.
     pub description: &'static str,
+    /// JSON Schema of its arguments.
     pub input_schema: Value,
 }
 
@@ -263,7 +267,9 @@ pub async fn call_tool_as(
 /// text, rendered from the typed answer.
 #[derive(Debug, Clone)]
 pub struct ToolAnswer {
+    /// The structured answer.
     pub value: Value,
+    /// The answer as text.
     pub text: String,
 }
 

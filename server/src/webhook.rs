@@ -31,6 +31,7 @@ pub(crate) const EVENTS: &[&str] = &[
 /// Webhook settings.
 #[derive(Clone)]
 pub struct WebhookConfig {
+    /// The webhook secret GitHub signs deliveries with.
     pub secret: Vec<u8>,
     /// After queueing, send a `repository_dispatch` (event type `hubdex-delta`) to this
     /// repository so its scheduled workflow starts now.
@@ -42,6 +43,7 @@ pub struct WebhookConfig {
 pub struct Dispatch {
     /// owner/name of the repository whose workflow builds the index.
     pub repo: String,
+    /// The GitHub client that sends it.
     pub client: octocrab::Octocrab,
 }
 
