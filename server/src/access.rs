@@ -208,6 +208,11 @@ fn valid_name(name: &str) -> bool {
 impl TokensFile {
     /// Reads and checks a tokens file; a missing file is an empty one.
     pub fn load(path: &Path) -> Result<TokensFile, TokensError> {
+        Self::read_checked(path).map(|(file, _)| file)
+    }
+
+    /// Reads a tokens file and checks every entry once: the file and its grants.
+    fn read_checked(path: &Path) -> Result<(TokensFile, Vec<Grant>), TokensError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -215,8 +220,9 @@ impl TokensFile {
         };
         let file: TokensFile = toml::from_str(&text)
             .map_err(|e| TokensError::Invalid { path: path.into(), detail: e.to_string() })?;
-        file.grants().map_err(|detail| TokensError::Invalid { path: path.into(), detail })?;
-        Ok(file)
+        let grants =
+            file.grants().map_err(|detail| TokensError::Invalid { path: path.into(), detail })?;
+        Ok((file, grants))
     }
 
     fn grants(&self) -> Result<Vec<Grant>, String> {
@@ -364,9 +370,7 @@ impl TokenStore {
             });
         }
         let stamp = stamp(path);
-        let file = TokensFile::load(path)?;
-        let grants =
-            file.grants().map_err(|detail| TokensError::Invalid { path: path.into(), detail })?;
+        let (_, grants) = TokensFile::read_checked(path)?;
         Ok(TokenStore { path: path.into(), loaded: Mutex::new((stamp, Some(Arc::new(grants)))) })
     }
 
@@ -375,14 +379,10 @@ impl TokenStore {
         let mut loaded = self.loaded.lock().expect("tokens lock");
         if loaded.0 != now {
             loaded.0 = now;
-            loaded.1 = match TokensFile::load(&self.path).map(|f| f.grants()) {
-                Ok(Ok(g)) => {
+            loaded.1 = match TokensFile::read_checked(&self.path) {
+                Ok((_, g)) => {
                     tracing::info!(path = %self.path.display(), tokens = g.len(), "tokens file re-read");
                     Some(Arc::new(g))
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(path = %self.path.display(), error = %e, "tokens file refused; its tokens are refused until it is fixed");
-                    None
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "tokens file refused; its tokens are refused until it is fixed");

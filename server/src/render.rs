@@ -47,49 +47,55 @@ fn unmatched_note(out: &mut String, unmatched: &[String]) {
     }
 }
 
-/// A search answer as text.
-pub fn search_text(a: &SearchAnswer) -> String {
-    let mut out = format!("{} results from snapshot {}", a.count, a.snapshot);
-    unmatched_note(&mut out, &a.filters_unmatched);
+/// A list of results as text: the header (count, snapshot, `more` when truncated, filters that
+/// matched nothing), then one entry per result.
+fn list_text<'a>(
+    count: usize,
+    snapshot: &str,
+    truncated: bool,
+    unmatched: &[String],
+    lines: impl Iterator<Item = Line<'a>>,
+) -> String {
+    let mut out = format!("{count} results from snapshot {snapshot}");
+    if truncated {
+        out.push_str(" (more: pass the cursor)");
+    }
+    unmatched_note(&mut out, unmatched);
     out.push('\n');
-    for (i, r) in a.results.iter().enumerate() {
-        let line = Line {
-            kind: r.row_type.as_str(),
-            title: r.title.as_deref(),
-            repo: &r.repo,
-            id: &r.id,
-            place: r.url.as_deref().or(r.path.as_deref()),
-            commit: r.commit_sha.as_deref(),
-            updated: r.updated_at.as_deref(),
-            snippet: &r.snippet,
-        };
+    for (i, line) in lines.enumerate() {
         result_lines(&mut out, i, line);
     }
     out
 }
 
+/// A search answer as text.
+pub fn search_text(a: &SearchAnswer) -> String {
+    let lines = a.results.iter().map(|r| Line {
+        kind: r.row_type.as_str(),
+        title: r.title.as_deref(),
+        repo: &r.repo,
+        id: &r.id,
+        place: r.url.as_deref().or(r.path.as_deref()),
+        commit: r.commit_sha.as_deref(),
+        updated: r.updated_at.as_deref(),
+        snippet: &r.snippet,
+    });
+    list_text(a.count, &a.snapshot, false, &a.filters_unmatched, lines)
+}
+
 /// A scan answer as text.
 pub fn scan_text(a: &ScanAnswer) -> String {
-    let mut out = format!("{} results from snapshot {}", a.count, a.snapshot);
-    if a.truncated {
-        out.push_str(" (more: pass the cursor)");
-    }
-    unmatched_note(&mut out, &a.filters_unmatched);
-    out.push('\n');
-    for (i, r) in a.results.iter().enumerate() {
-        let line = Line {
-            kind: &r.row_type,
-            title: r.title.as_deref(),
-            repo: &r.repo,
-            id: &r.id,
-            place: r.url.as_deref().or(r.path.as_deref()),
-            commit: r.commit_sha.as_deref(),
-            updated: r.updated_at.as_deref(),
-            snippet: &r.snippet,
-        };
-        result_lines(&mut out, i, line);
-    }
-    out
+    let lines = a.results.iter().map(|r| Line {
+        kind: &r.row_type,
+        title: r.title.as_deref(),
+        repo: &r.repo,
+        id: &r.id,
+        place: r.url.as_deref().or(r.path.as_deref()),
+        commit: r.commit_sha.as_deref(),
+        updated: r.updated_at.as_deref(),
+        snippet: &r.snippet,
+    });
+    list_text(a.count, &a.snapshot, a.truncated, &a.filters_unmatched, lines)
 }
 
 /// A fetch answer as text: each row's stored text.
