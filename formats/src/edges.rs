@@ -81,11 +81,13 @@ impl EdgeKind {
 /// One cross-reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edge {
+    /// What kind of reference it is.
     pub kind: EdgeKind,
     /// The source's repository: the segment's own.
     pub source_repo: String,
     /// The source entity (`issue/12`, `commit/<sha>`).
     pub source: String,
+    /// The target's repository (the source's own for `#N`).
     pub target_repo: String,
     /// The target entity (`issue/7`, `commit/<sha>`, `release/v1.2.0`).
     pub target: String,

@@ -22,7 +22,9 @@ pub const BATCH_SIZE: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Device {
     #[default]
+    /// ONNX Runtime's CPU execution provider.
     Cpu,
+    /// ONNX Runtime's CUDA execution provider (a GPU runner).
     Cuda,
 }
 

@@ -10,29 +10,55 @@ pub enum FormatError {
         "{what} has format version {found}, this hubdex reads versions {supported}: \
          rebuild the snapshot with this hubdex or upgrade hubdex"
     )]
-    UnsupportedVersion { what: String, found: u32, supported: String },
+    UnsupportedVersion {
+        /// The artifact, e.g. `manifest.json of snapshot …`.
+        what: String,
+        /// The version it names.
+        found: u32,
+        /// The versions this build reads, e.g. `1 to 3`.
+        supported: String,
+    },
     /// A file's bytes do not hash to the sha256 its segment.json records.
     #[error(
         "{path}: sha256 is {actual}, segment.json says {expected}: the file is corrupt or was changed"
     )]
-    ChecksumMismatch { path: String, expected: String, actual: String },
+    ChecksumMismatch {
+        /// The file, relative to its segment.
+        path: String,
+        /// The sha256 segment.json records.
+        expected: String,
+        /// The sha256 of the bytes read.
+        actual: String,
+    },
     /// A file a segment.json or manifest names is absent.
     #[error("{path}: missing from the segment")]
-    MissingFile { path: String },
+    MissingFile {
+        /// The file that is absent.
+        path: String,
+    },
     /// A JSON artifact could not be parsed.
     #[error("{what} is not valid: {source}")]
     Json {
+        /// The artifact, e.g. `segment.json of …`.
         what: String,
+        /// What the JSON parser said.
         #[source]
         source: serde_json::Error,
     },
     /// The rows of a segment do not fit the row schema.
     #[error("{what}: {detail}")]
-    Schema { what: String, detail: String },
+    Schema {
+        /// The artifact that does not fit.
+        what: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// Parquet or Arrow failed reading or writing rows.
     #[error("Parquet file {path}: {source}")]
     Parquet {
+        /// The Parquet file.
         path: PathBuf,
+        /// What the Parquet reader or writer said.
         #[source]
         source: parquet::errors::ParquetError,
     },
@@ -42,17 +68,26 @@ pub enum FormatError {
     /// The tantivy index could not be written or opened.
     #[error("text index at {path}: {source}")]
     Tantivy {
+        /// The index directory.
         path: PathBuf,
+        /// What tantivy said.
         #[source]
         source: tantivy::TantivyError,
     },
     /// The usearch index could not be written or opened.
     #[error("vector index at {path}: {detail}")]
-    Vectors { path: PathBuf, detail: String },
+    Vectors {
+        /// The vector file.
+        path: PathBuf,
+        /// What is wrong with it, or what usearch said.
+        detail: String,
+    },
     /// A local file operation failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -73,29 +108,50 @@ impl FormatError {
 pub enum StoreError {
     /// The store URL could not be understood.
     #[error("store URL {url:?} is not valid: {detail}")]
-    BadUrl { url: String, detail: String },
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The store holds no LATEST object: nothing was ever published there.
     #[error("store {url} holds no snapshot yet: run `hubdex-index build` against it first")]
-    NoSnapshot { url: String },
+    NoSnapshot {
+        /// The store's URL.
+        url: String,
+    },
     /// A named snapshot does not exist.
     #[error("snapshot {id} is not in store {url}: `hubdex snapshots` lists the ones that are")]
-    UnknownSnapshot { id: String, url: String },
+    UnknownSnapshot {
+        /// The snapshot id asked for.
+        id: String,
+        /// The store's URL.
+        url: String,
+    },
     /// Another publisher moved LATEST between our read and our write.
     #[error(
         "LATEST moved while publishing {snapshot} (another publisher won): \
          nothing was lost, rerun the build to publish on top of the new snapshot"
     )]
-    Conflict { snapshot: String },
+    Conflict {
+        /// The snapshot that was not published.
+        snapshot: String,
+    },
     /// The store cannot do conditional updates and the caller did not allow unsafe updates.
     #[error(
         "store {url} cannot update LATEST conditionally, so two publishers could overwrite each \
          other: publish from one place only and pass --allow-unsafe-latest"
     )]
-    NoConditionalUpdate { url: String },
+    NoConditionalUpdate {
+        /// The store's URL.
+        url: String,
+    },
     /// An object store operation failed.
     #[error("store {key}: {source}")]
     Object {
+        /// The object's key in the store.
         key: String,
+        /// What the object store said.
         #[source]
         source: object_store::Error,
     },
@@ -111,12 +167,22 @@ pub enum EmbedError {
     #[error(
         "model directory {dir}: {file} is missing (a model directory holds model.onnx and tokenizer.json)"
     )]
-    MissingModelFile { dir: PathBuf, file: &'static str },
+    MissingModelFile {
+        /// The model directory.
+        dir: PathBuf,
+        /// The file it lacks.
+        file: &'static str,
+    },
     /// The ONNX Runtime library could not be found or loaded.
     #[error(
         "ONNX Runtime library {path}: {detail} (run ./ci/setup, or set ORT_DYLIB_PATH to libonnxruntime.so)"
     )]
-    Runtime { path: PathBuf, detail: String },
+    Runtime {
+        /// Where the library was looked for.
+        path: PathBuf,
+        /// What loading it said.
+        detail: String,
+    },
     /// The tokenizer failed to load or encode.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
@@ -128,11 +194,18 @@ pub enum EmbedError {
     Output(String),
     /// The model could not be downloaded.
     #[error("downloading model {repo}: {detail}")]
-    Download { repo: String, detail: String },
+    Download {
+        /// The Hugging Face repository.
+        repo: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// A local file operation failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },

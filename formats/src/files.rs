@@ -16,9 +16,13 @@ pub const FILES_PARQUET: &str = "files.parquet";
 /// One file's text at one commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileText {
+    /// Repository path.
     pub path: String,
+    /// The commit the text was read at.
     pub commit_sha: String,
+    /// Language as the chunker names it, when known.
     pub language: Option<String>,
+    /// The whole file, UTF-8.
     pub content: String,
 }
 

@@ -22,7 +22,9 @@ pub struct Scope {
 #[derive(Debug, thiserror::Error)]
 #[error("repository pattern {pattern:?} is not a valid glob: {reason}")]
 pub struct ScopeError {
+    /// The pattern as given.
     pub pattern: String,
+    /// What the glob parser said.
     pub reason: String,
 }
 

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! hubdex-formats: the contract between hubdex's writer (the indexer) and its reader (the
 //! server).
 //!
@@ -40,6 +41,7 @@ mod row;
 mod rows;
 mod segment;
 mod serving;
+mod staging;
 mod store;
 mod text;
 mod vectors;
@@ -53,8 +55,8 @@ pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError};
 pub use manifest::{
-    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity,
-    READABLE_VERSIONS, SegmentMeta, snapshot_id,
+    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,
+    READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,
 };
 pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
@@ -70,6 +72,10 @@ pub use segment::{
     read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, write_segment,
 };
 pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex};
+pub use staging::{
+    STAGING_DIR, StagedCrawl, StagedSegment, staged_crawl_prefix, staged_segment_key,
+    staging_prefix,
+};
 pub use store::{
     LATEST, LatestUpdate, PINS_DIR, SnapshotListing, Store, VERIFIED_MARKER, failpoint,
 };

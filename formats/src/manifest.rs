@@ -23,7 +23,9 @@ pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3];
 pub struct ModelIdentity {
     /// A name for people: the model directory's name or the Hugging Face repo id.
     pub name: String,
+    /// Length of the vectors it makes.
     pub dim: usize,
+    /// Tokens it reads per text; longer texts are cut.
     pub max_tokens: usize,
     /// Always `"mean"` today: mean over the attention mask, then L2-normalised.
     pub pooling: String,
@@ -36,25 +38,35 @@ pub struct ModelIdentity {
 pub struct FileEntry {
     /// Path relative to the segment directory, `/`-separated.
     pub path: String,
+    /// Size in bytes.
     pub bytes: u64,
+    /// sha256 of the bytes, lowercase hex.
     pub sha256: String,
 }
 
 /// `segments/<id>/segment.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentMeta {
+    /// The segment format this directory is written in ([`FORMAT_VERSION`] when written now).
     pub format_version: u32,
+    /// The segment id: the repository and a hash of what went into the segment
+    /// (docs/format.md, segment.json).
     pub id: String,
+    /// `owner/name` of a build segment's repository; empty for a merged segment.
     pub repo: String,
+    /// When the segment was written.
     pub created_at: DateTime<Utc>,
+    /// How many rows it holds.
     pub rows: u64,
     /// Rows per type name.
     pub rows_per_type: BTreeMap<String, u64>,
+    /// Which model made its vectors.
     pub model: ModelIdentity,
     /// Quantization of vectors.usearch: `f16` or `i8`.
     pub vector_scalar: String,
-    /// Oldest and newest `updated_at` of the segment's rows.
+    /// The oldest `updated_at` of the segment's rows.
     pub oldest_updated_at: Option<DateTime<Utc>>,
+    /// The newest `updated_at` of the segment's rows.
     pub newest_updated_at: Option<DateTime<Utc>>,
     /// Every file of the segment except segment.json itself, sorted by path.
     pub files: Vec<FileEntry>,
@@ -77,12 +89,17 @@ impl SegmentMeta {
 /// A segment as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestSegment {
+    /// The segment id (its directory under `segments/`).
     pub id: String,
+    /// Its repository (empty for a merged segment).
     pub repo: String,
+    /// How many rows it holds.
     pub rows: u64,
+    /// Rows per type name.
     pub rows_per_type: BTreeMap<String, u64>,
     /// sha256 of the segment's segment.json: pins every file through its hashes.
     pub segment_json_sha256: String,
+    /// Every file of the segment, with its size and sha256.
     pub files: Vec<FileEntry>,
     /// A merged segment: the build segments it serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,10 +109,15 @@ pub struct ManifestSegment {
 /// `snapshots/<id>/manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The snapshot format ([`FORMAT_VERSION`] when written now).
     pub format_version: u32,
+    /// The snapshot id (its directory under `snapshots/`).
     pub snapshot: String,
+    /// When the snapshot was published.
     pub created_at: DateTime<Utc>,
+    /// The snapshot LATEST named when this one was published.
     pub parent: Option<String>,
+    /// Which model made every segment's vectors.
     pub model: ModelIdentity,
     /// How the build went: rows embedded and reused, seconds spent.
     #[serde(default)]
@@ -111,17 +133,57 @@ pub struct Manifest {
 /// What a build did, recorded in its manifest.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BuildStats {
+    /// Rows in the snapshot.
     pub rows: u64,
+    /// Rows whose vectors were computed in this build.
     pub embedded: u64,
+    /// Rows whose vectors were reused from an earlier segment (same text, same model).
     pub reused: u64,
+    /// Wall-clock seconds of the whole build.
     pub seconds: f64,
+    /// Seconds spent embedding.
     pub embed_seconds: f64,
+}
+
+/// The version of the small JSON records beside the manifest — `LATEST`, pins, queue entries
+/// and the staged build files — this build writes and reads. A record written before records
+/// carried `format_version` reads as version 1.
+pub const RECORD_VERSION: u32 = 1;
+
+pub(crate) fn record_version() -> u32 {
+    RECORD_VERSION
+}
+
+/// Parses a small JSON record after checking its `format_version` (absent: 1).
+pub(crate) fn parse_record<T: serde::de::DeserializeOwned>(
+    what: &str,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    #[derive(Deserialize)]
+    struct Version {
+        #[serde(default = "record_version")]
+        format_version: u32,
+    }
+    let v: Version = serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))?;
+    if v.format_version != RECORD_VERSION {
+        return Err(FormatError::UnsupportedVersion {
+            what: what.to_string(),
+            found: v.format_version,
+            supported: RECORD_VERSION.to_string(),
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))
 }
 
 /// The `LATEST` object: which snapshot is current, and the hash of its manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Latest {
+    /// The record format ([`RECORD_VERSION`]).
+    #[serde(default = "record_version")]
+    pub format_version: u32,
+    /// The current snapshot's id.
     pub snapshot: String,
+    /// sha256 of its manifest.json: a reader checks the manifest it fetches against it.
     pub manifest_sha256: String,
 }
 
@@ -185,29 +247,50 @@ impl Manifest {
         v.push(b'\n');
         v
     }
-
-    /// Rows per repository and type over every segment.
-    pub fn rows_per_repo_and_type(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
-        let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-        for s in &self.segments {
-            let e = out.entry(s.repo.clone()).or_default();
-            for (t, n) in &s.rows_per_type {
-                *e.entry(t.clone()).or_default() += n;
-            }
-        }
-        out
-    }
 }
 
 impl Latest {
-    /// Parses LATEST.
+    /// LATEST naming `snapshot`, whose manifest.json hashes to `manifest_sha256`.
+    pub fn new(snapshot: impl Into<String>, manifest_sha256: impl Into<String>) -> Latest {
+        Latest {
+            format_version: RECORD_VERSION,
+            snapshot: snapshot.into(),
+            manifest_sha256: manifest_sha256.into(),
+        }
+    }
+
+    /// Parses and version-checks LATEST.
     pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
-        serde_json::from_slice(bytes).map_err(|e| FormatError::json("LATEST", e))
+        parse_record("LATEST", bytes)
     }
 
     /// The bytes written to LATEST.
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("latest serializes")
+    }
+}
+
+/// The body of `pins/<snapshot id>`: `gc` keeps a pinned snapshot and every segment it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pin {
+    /// The record format ([`RECORD_VERSION`]).
+    #[serde(default = "record_version")]
+    pub format_version: u32,
+    /// The pinned snapshot's id (also the object's name).
+    pub snapshot: String,
+    /// When it was pinned.
+    pub pinned_at: DateTime<Utc>,
+}
+
+impl Pin {
+    /// A pin of `snapshot` made now.
+    pub fn now(snapshot: impl Into<String>) -> Pin {
+        Pin { format_version: RECORD_VERSION, snapshot: snapshot.into(), pinned_at: Utc::now() }
+    }
+
+    /// Parses and version-checks a pin read from `key`.
+    pub fn parse(key: &str, bytes: &[u8]) -> Result<Pin, FormatError> {
+        parse_record(key, bytes)
     }
 }
 
@@ -235,6 +318,23 @@ mod tests {
         let err =
             SegmentMeta::parse("segments/x/segment.json", b"{not json").unwrap_err().to_string();
         assert!(err.starts_with("segments/x/segment.json is not valid"), "{err}");
+    }
+
+    #[test]
+    fn a_record_without_a_version_reads_as_version_1_and_a_newer_one_is_refused() {
+        let old = Latest::parse(br#"{"snapshot": "s", "manifest_sha256": "ab"}"#).unwrap();
+        assert_eq!(old, Latest::new("s", "ab"));
+        let written: serde_json::Value = serde_json::from_slice(&old.to_bytes()).unwrap();
+        assert_eq!(written["format_version"], 1);
+        let err =
+            Latest::parse(br#"{"format_version": 2, "snapshot": "s", "manifest_sha256": "ab"}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("LATEST has format version 2"), "{err}");
+        let pin = Pin::now("s");
+        assert_eq!(Pin::parse("pins/s", &serde_json::to_vec(&pin).unwrap()).unwrap(), pin);
+        let err = Pin::parse("pins/s", br#"{"format_version": 7, "snapshot": "s"}"#).unwrap_err();
+        assert!(err.to_string().contains("pins/s has format version 7"), "{err}");
     }
 
     #[test]

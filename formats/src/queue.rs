@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, StoreError};
+use crate::manifest::{parse_record, record_version};
 use crate::store::Store;
 
 /// Where pending entries are.
@@ -16,6 +17,9 @@ pub const QUEUE_DONE: &str = "queue/done";
 /// One queued delta request: a repository changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueEntry {
+    /// The record format ([`RECORD_VERSION`](crate::RECORD_VERSION)).
+    #[serde(default = "record_version")]
+    pub format_version: u32,
     /// GitHub's delivery id (`X-GitHub-Delivery`): the entry's key, so a redelivery is one entry.
     pub delivery: String,
     /// `owner/name`.
@@ -32,6 +36,7 @@ pub struct QueueEntry {
     #[serde(default)]
     pub refs: Vec<String>,
     #[serde(default)]
+    /// When the webhook delivery arrived.
     pub received_at: Option<DateTime<Utc>>,
 }
 
@@ -43,7 +48,7 @@ impl QueueEntry {
 
     /// Parses an entry read from `key`.
     pub fn parse(key: &str, bytes: &[u8]) -> Result<QueueEntry, FormatError> {
-        serde_json::from_slice(bytes).map_err(|e| FormatError::json(key.to_string(), e))
+        parse_record(key, bytes)
     }
 }
 

@@ -15,16 +15,27 @@ pub const BODY_MAX_CHARS: usize = 8000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RowType {
+    /// An issue: its title and opening post.
     Issue,
+    /// A pull request: its title and description.
     PullRequest,
+    /// A comment on an issue or a pull request's conversation.
     IssueComment,
+    /// A pull request review's summary text.
     PrReview,
+    /// A review comment on a line of a pull request's diff.
     PrReviewComment,
+    /// A release: its tag, name and notes.
     Release,
+    /// A chunk of a Markdown document in the repository, split at headings.
     Doc,
+    /// A chunk of a wiki page.
     WikiDoc,
+    /// A commit: its message (and, for BM25, its changed paths and symbols).
     Commit,
+    /// A chunk of one file's diff in a commit.
     Diff,
+    /// A chunk of a source file (a tree-sitter symbol or a line window).
     Code,
 }
 
@@ -133,78 +144,113 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Row {
+    /// Durable row id: a type prefix and the base64url sha256 of repository, entity key and
+    /// chunk (docs/format.md).
     pub id: String,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    /// What the row is (the `type` column); `None` only in rows being built.
     pub row_type: Option<RowType>,
+    /// `owner/name` of the repository the row comes from.
     pub repo: String,
     /// Aggregation key: one issue or PR thread, one file, one commit, one release.
     pub entity: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Issue or pull request number, where the row belongs to one.
     pub number: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Title of the issue, PR, release or document section; a commit's subject.
     pub title: Option<String>,
     /// The index copy of the text, cut at [`BODY_MAX_CHARS`].
     pub body: String,
     /// Length in chars of the full text before any cut.
     pub body_chars: i64,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// True when `body` was cut at [`BODY_MAX_CHARS`].
     pub truncated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Where the row can be read on GitHub.
     pub url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Issue or PR state: `open`, `closed` or `merged`.
     pub state: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why an issue was closed (`completed`, `not_planned`), when GitHub says.
     pub state_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Whether a pull request is a draft.
     pub draft: Option<bool>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Label names, as GitHub spells them.
     pub labels: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Milestone title.
     pub milestone: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Assignee logins.
     pub assignees: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Login (or git author name) of whoever wrote the text.
     pub author: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// A commit's committer, when it differs from the author.
     pub committer: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// When the text was created (a commit: its author date).
     pub created_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// When it was last changed.
     pub updated_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// When the issue or PR was closed.
     pub closed_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// When the pull request was merged.
     pub merged_at: Option<DateTime<Utc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// A pull request's base branch.
     pub base_ref: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// A pull request's head branch.
     pub head_ref: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// A release's tag.
     pub tag: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The review comment this one answers, by GitHub id.
     pub in_reply_to: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Repository path of a file, doc or diff row, or of a review comment's line.
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// First line (1-based) of the span the row covers in `path`.
     pub line_start: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Last line (inclusive) of that span.
     pub line_end: Option<i64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Headings above a document chunk, outermost first.
     pub heading_path: Vec<String>,
+    /// Position of this chunk among the chunks of its entity, from 0.
     pub chunk_index: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Commit the row was read at (a commit or diff row: the commit itself).
     pub commit_sha: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Paths a commit changed.
     pub files_changed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Language of a code row, as the chunker names it (`rust`, `python`, …).
     pub language: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The symbol a code chunk defines, e.g. `fn parse_args`.
     pub symbol: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// References found in the text: `#N`, commit SHAs and URLs.
     pub refs: Vec<String>,
     /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
     pub content_sha256: String,
     #[serde(skip)]
+    /// The row's vector from the embedding model (not in the serving index; Parquet only).
     pub embedding: Vec<f32>,
     /// How many leading chars of `body` the model sees (all when `None`). A commit embeds its
     /// message, not its diff; the diff is there for BM25.

@@ -283,14 +283,17 @@ pub fn read_segment_meta(dir: &Path) -> Result<SegmentMeta, FormatError> {
 /// layout: every file memory-mapped, nothing decoded up front.
 #[derive(Debug)]
 pub struct Segment {
+    /// Its `segment.json`.
     pub meta: SegmentMeta,
     /// BM25, filter and sort columns, stored rows.
     pub text: ServingIndex,
+    /// The HNSW vector index (usearch view).
     pub vectors: VectorIndex,
     /// File texts for `read_span`; `None` when the segment indexes no files.
     pub files: Option<FileStore>,
     /// Cross-references for `related`; `None` when the segment has no edges.
     pub edges: Option<EdgeIndex>,
+    /// The local directory the segment was opened from.
     pub dir: PathBuf,
 }
 

@@ -646,7 +646,7 @@ impl ServingIndex {
     }
 
     /// Whether `filter` accepts any doc of this index.
-    pub fn any_match(&self, filter: &CompiledFilter) -> Result<bool, FormatError> {
+    fn any_match(&self, filter: &CompiledFilter) -> Result<bool, FormatError> {
         let Some(seg) = self.segment() else { return Ok(false) };
         let weight = filter
             .query

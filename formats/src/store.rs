@@ -16,7 +16,7 @@ use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use sha2::{Digest, Sha256};
 
 use crate::error::{FormatError, StoreError};
-use crate::manifest::{Latest, Manifest, ManifestSegment, ModelIdentity, SegmentMeta};
+use crate::manifest::{Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -42,6 +42,7 @@ fn pin_key(id: &str) -> String {
 /// One snapshot as `hubdex snapshots` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotListing {
+    /// The snapshot id (its directory under `snapshots/`).
     pub id: String,
     /// LATEST names it.
     pub current: bool,
@@ -74,7 +75,10 @@ pub enum LatestUpdate {
     /// LATEST was created: the store held no snapshot before.
     Created,
     /// LATEST was moved from the given snapshot.
-    Moved { from: String },
+    Moved {
+        /// The snapshot LATEST named before.
+        from: String,
+    },
 }
 
 impl Store {
@@ -300,11 +304,12 @@ impl Store {
     }
 
     /// Pins a snapshot: `gc` keeps it, and every segment it needs, until it is unpinned. The pin
-    /// is `pins/<id>` holding `{"snapshot", "pinned_at"}`; the snapshot must exist.
+    /// is `pins/<id>` holding a [`Pin`]; the snapshot must exist.
     pub async fn pin(&self, id: &str) -> Result<(), StoreError> {
         self.manifest(id).await?;
-        let body = serde_json::json!({"snapshot": id, "pinned_at": chrono::Utc::now()});
-        self.put(&pin_key(id), body.to_string().into_bytes()).await
+        let body = serde_json::to_vec_pretty(&Pin::now(id))
+            .map_err(|e| FormatError::json(pin_key(id), e))?;
+        self.put(&pin_key(id), body).await
     }
 
     /// Removes a snapshot's pin; `false` when it was not pinned.
@@ -447,8 +452,7 @@ impl Store {
             return Err(StoreError::Conflict { snapshot: manifest.snapshot.clone() });
         }
         crate::failpoint("after-manifest");
-        let latest =
-            Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha256_hex(&bytes) };
+        let latest = Latest::new(manifest.snapshot.clone(), sha256_hex(&bytes));
         self.move_latest(&latest, manifest.parent.as_deref(), allow_unsafe).await
     }
 

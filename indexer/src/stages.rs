@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hubdex_formats::{
-    EDGES_PARQUET, FileText, ManifestSegment, Row, read_edges, read_files, read_rows, sha256_hex,
+    EDGES_PARQUET, FileText, ManifestSegment, Row, StagedCrawl, StagedSegment, read_edges,
+    read_files, read_rows, sha256_hex, staged_crawl_prefix, staged_segment_key, staging_prefix,
     write_edges, write_files, write_rows,
 };
 use indicatif::MultiProgress;
-use serde::{Deserialize, Serialize};
 
 use crate::build::{
     BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, embed_one,
@@ -56,14 +56,10 @@ impl std::str::FromStr for Shard {
     }
 }
 
-/// What `crawl` stages per repository.
-#[derive(Debug, Serialize, Deserialize)]
-struct Staged {
-    repo: String,
-    cursor: Option<Cursor>,
-    queue: Vec<String>,
-}
+/// What `crawl` stages per repository, with the GitHub crawler's cursor.
+type Staged = StagedCrawl<Cursor>;
 
+/// A local working directory's name for a repository.
 fn slug(repo: &str) -> String {
     repo.replace('/', "__")
 }
@@ -96,7 +92,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         write_rows(&dir.join("rows.parquet"), &c.rows, 0)?;
         write_files(&dir.join("files.parquet"), &c.files)?;
         write_edges(&dir.join(EDGES_PARQUET), &mut c.edges)?;
-        let prefix = format!("staging/{run}/crawl/{}", slug(repo));
+        let prefix = staged_crawl_prefix(run, repo);
         for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
             plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
         }
@@ -106,39 +102,14 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             .filter(|(_, e)| e.as_ref().is_ok_and(|e| &e.repo == repo))
             .map(|(k, _)| k.clone())
             .collect();
-        let staged = Staged { repo: repo.clone(), cursor: c.cursor, queue: covered };
-        plan.store
-            .put(&format!("{prefix}/staged.json"), serde_json::to_vec_pretty(&staged)?)
-            .await?;
+        plan.store.put_staged_crawl(run, &Staged::new(repo.clone(), c.cursor, covered)).await?;
         done.push(repo.clone());
     }
     Ok(done)
 }
 
 async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
-    let mut out = Vec::new();
-    for key in store.list(&format!("staging/{run}/crawl")).await? {
-        if key.ends_with("/staged.json") {
-            let bytes = store.get_opt(&key).await?.context("staged.json vanished")?;
-            out.push(
-                serde_json::from_slice(&bytes)
-                    .with_context(|| format!("{key} is not a staged crawl"))?,
-            );
-        }
-    }
-    Ok(out)
-}
-
-/// What the embed stage leaves for publish about one repository: its manifest entry and the
-/// embedding figures the manifest's build stats add up (`staging/<run>/segments/<repo>.json`).
-#[derive(Debug, Serialize, Deserialize)]
-struct StagedSegment {
-    /// The manifest entry's fields, at the top level (the file reads as a manifest entry).
-    #[serde(flatten)]
-    entry: ManifestSegment,
-    embedded: u64,
-    reused: u64,
-    embed_seconds: f64,
+    Ok(store.staged_crawls(run).await?)
 }
 
 /// Stage 2: embeds the staged rows of `shard` (reusing every unchanged vector), writes and
@@ -152,7 +123,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     let work = tempfile::tempdir()?;
     let mut report = BuildReport::default();
     for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
-        let prefix = format!("staging/{run}/crawl/{}", slug(&staged.repo));
+        let prefix = staged_crawl_prefix(run, &staged.repo);
         let dir = work.path().join(format!("in-{}", slug(&staged.repo)));
         std::fs::create_dir_all(&dir)?;
         for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
@@ -173,18 +144,13 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             SegmentWriter { store: &store, embedder: &embedder, work: work.path(), mp: &mp };
         let input = SegmentInput { repo: staged.repo.clone(), rows, files, edges, previous };
         let entry = embed_one(writer, input, &mut report).await?;
-        let done = StagedSegment {
+        let done = StagedSegment::new(
             entry,
-            embedded: report.embedded - before.0,
-            reused: report.reused - before.1,
-            embed_seconds: report.embed_seconds - before.2,
-        };
-        store
-            .put(
-                &format!("staging/{run}/segments/{}.json", slug(&staged.repo)),
-                serde_json::to_vec_pretty(&done)?,
-            )
-            .await?;
+            report.embedded - before.0,
+            report.reused - before.1,
+            report.embed_seconds - before.2,
+        );
+        store.put_staged_segment(run, &staged.repo, &done).await?;
         report.repos += 1;
     }
     Ok(report)
@@ -203,13 +169,14 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let mut model = None;
     let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
     for s in &staged {
-        let key = format!("staging/{run}/segments/{}.json", slug(&s.repo));
-        let bytes = store.get_opt(&key).await?.with_context(|| {
-            format!("{} was crawled but not embedded: {key} is missing", s.repo)
-        })?;
-        let StagedSegment { entry, embedded, reused, embed_seconds } =
-            serde_json::from_slice(&bytes)
-                .with_context(|| format!("{key} is not a staged segment entry"))?;
+        let StagedSegment { entry, embedded, reused, embed_seconds, .. } =
+            store.staged_segment(run, &s.repo).await?.with_context(|| {
+                format!(
+                    "{} was crawled but not embedded: {} is missing",
+                    s.repo,
+                    staged_segment_key(run, &s.repo)
+                )
+            })?;
         report.embedded += embedded;
         report.reused += reused;
         report.embed_seconds += embed_seconds;
@@ -244,7 +211,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
             store.mark_done(key).await?;
         }
     }
-    for key in store.list(&format!("staging/{run}")).await? {
+    for key in store.list(&staging_prefix(run)).await? {
         store.delete(&key).await?;
     }
     Ok(report)

@@ -235,8 +235,7 @@ pub async fn pull_snapshot(store: &Store, id: &str, dir: &Path) -> Result<String
         url: store.url().to_string(),
     })?;
     target.put(&key, bytes.to_vec()).await?;
-    let latest =
-        hubdex_formats::Latest { snapshot: manifest.snapshot.clone(), manifest_sha256: sha };
+    let latest = hubdex_formats::Latest::new(manifest.snapshot.clone(), sha);
     target.put(hubdex_formats::LATEST, latest.to_bytes()).await?;
     Ok(manifest.snapshot)
 }

@@ -112,6 +112,7 @@ fn queue_entry(event: &str, delivery: &str, payload: &Value) -> Option<QueueEntr
         .map(str::to_string)
         .collect();
     Some(QueueEntry {
+        format_version: hubdex_formats::RECORD_VERSION,
         delivery: delivery.to_string(),
         repo: repo.to_string(),
         event: event.to_string(),

@@ -173,6 +173,10 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
     };
     hubdex(&["pin", &first.snapshot]);
     assert!(hubdex(&["snapshots"]).contains(&format!("{} (pinned)", first.snapshot)));
+    let pin_key = format!("pins/{}", first.snapshot);
+    let pin = std::fs::read(store_dir.join(&pin_key)).unwrap();
+    let pin = hubdex_formats::Pin::parse(&pin_key, &pin).unwrap();
+    assert_eq!((pin.format_version, pin.snapshot.as_str()), (1, first.snapshot.as_str()));
     let pulled = e.dir.path().join("pulled");
     assert_eq!(hubdex(&["pull", "latest", pulled.to_str().unwrap()]).trim(), built.snapshot);
     let moved = e.dir.path().join("store-gone");

@@ -204,7 +204,7 @@ async fn two_publishers(store: &Store, base: &Manifest) {
     let winner = if wins[0] { &a } else { &b };
     assert_eq!(store.latest().await.unwrap().unwrap().snapshot, winner.snapshot);
     // A publisher that still believes the old snapshot is current cannot move LATEST back.
-    let stale = Latest { snapshot: base.snapshot.clone(), manifest_sha256: "0".repeat(64) };
+    let stale = Latest::new(base.snapshot.clone(), "0".repeat(64));
     let back = store.move_latest(&stale, Some(&base.snapshot), false).await;
     assert!(matches!(back, Err(StoreError::Conflict { .. })), "{back:?}");
     assert_eq!(store.latest().await.unwrap().unwrap().snapshot, winner.snapshot);

@@ -331,7 +331,42 @@ fn rss_kib() -> u64 {
 /// Resident memory split as the issue asks: anonymous (heap) and file-backed (mapped index
 /// pages, which the page cache can drop).
 fn rss_split() -> Value {
-    json!({"total_kib": status_kib("VmRSS:"), "anon_kib": status_kib("RssAnon:"), "file_kib": status_kib("RssFile:")})
+    json!({
+        "total_kib": status_kib("VmRSS:"),
+        "anon_kib": status_kib("RssAnon:"),
+        "file_kib": status_kib("RssFile:"),
+        "file_kib_by_kind": file_rss_by_kind(),
+    })
+}
+
+/// File-backed resident memory grouped by what the mapped file is (its extension, or
+/// `other` for libraries and the binary), from /proc/self/smaps: which serving files the
+/// queries actually touched.
+fn file_rss_by_kind() -> Value {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut kind: Option<String> = None;
+    for line in smaps.lines() {
+        let mut parts = line.split_whitespace();
+        let first = parts.next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            // A mapping header: address perms offset dev inode [path].
+            kind = parts.nth(4).filter(|p| p.starts_with('/')).map(|p| {
+                let name = p.rsplit('/').next().unwrap_or(p);
+                match name.rsplit_once('.') {
+                    Some((_, ext)) if !ext.contains(|c: char| c.is_ascii_digit()) => {
+                        ext.to_string()
+                    }
+                    _ => "other".to_string(),
+                }
+            });
+        } else if first == "Rss:"
+            && let (Some(k), Some(kib)) = (&kind, parts.next().and_then(|v| v.parse::<u64>().ok()))
+        {
+            *by_kind.entry(k.clone()).or_default() += kib;
+        }
+    }
+    json!(by_kind)
 }
 
 async fn search_bench(

@@ -1,0 +1,135 @@
+//! The staged build's records under `staging/<run>/`: what `hubdex-index crawl` leaves for
+//! `embed` (rows, files and edges per repository, plus a [`StagedCrawl`]) and what `embed`
+//! leaves for `publish` (a [`StagedSegment`] per repository). `publish` deletes the run's
+//! prefix once the snapshot is out.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{FormatError, StoreError};
+use crate::manifest::{ManifestSegment, RECORD_VERSION, parse_record, record_version};
+use crate::store::Store;
+
+/// Where staged runs live: `staging/<run>/`.
+pub const STAGING_DIR: &str = "staging";
+
+/// A repository's name as one key part: `owner__name`.
+fn slug(repo: &str) -> String {
+    repo.replace('/', "__")
+}
+
+/// `staging/<run>`: everything a staged run wrote.
+pub fn staging_prefix(run: &str) -> String {
+    format!("{STAGING_DIR}/{run}")
+}
+
+/// `staging/<run>/crawl/<owner__name>`: a repository's crawled rows.parquet, files.parquet,
+/// edges.parquet and staged.json.
+pub fn staged_crawl_prefix(run: &str, repo: &str) -> String {
+    format!("{STAGING_DIR}/{run}/crawl/{}", slug(repo))
+}
+
+/// `staging/<run>/segments/<owner__name>.json`: a repository's [`StagedSegment`].
+pub fn staged_segment_key(run: &str, repo: &str) -> String {
+    format!("{STAGING_DIR}/{run}/segments/{}.json", slug(repo))
+}
+
+/// What `crawl` stages per repository (`…/crawl/<repo>/staged.json`). `C` is the crawler's
+/// cursor, saved by `publish` once the snapshot holding what was crawled is out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagedCrawl<C> {
+    /// The record format ([`RECORD_VERSION`]).
+    #[serde(default = "record_version")]
+    pub format_version: u32,
+    /// `owner/name`.
+    pub repo: String,
+    /// Where the crawl stopped; `None` for a source without a cursor (a local repository).
+    pub cursor: Option<C>,
+    /// The pending queue entries (their keys) this run covers: the repository's entries
+    /// pending when it was crawled.
+    pub queue: Vec<String>,
+}
+
+/// What `embed` stages per repository for `publish`: its manifest entry and the embedding
+/// figures the manifest's build stats add up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagedSegment {
+    /// The record format ([`RECORD_VERSION`]).
+    #[serde(default = "record_version")]
+    pub format_version: u32,
+    /// The manifest entry's fields, at the top level (the file reads as a manifest entry).
+    #[serde(flatten)]
+    pub entry: ManifestSegment,
+    /// Rows whose vectors were computed.
+    pub embedded: u64,
+    /// Rows whose vectors were reused.
+    pub reused: u64,
+    /// Seconds spent embedding.
+    pub embed_seconds: f64,
+}
+
+impl Store {
+    /// Writes a repository's [`StagedCrawl`] for `run`.
+    pub async fn put_staged_crawl<C: Serialize>(
+        &self,
+        run: &str,
+        staged: &StagedCrawl<C>,
+    ) -> Result<(), StoreError> {
+        let key = format!("{}/staged.json", staged_crawl_prefix(run, &staged.repo));
+        let body = serde_json::to_vec_pretty(staged).map_err(|e| FormatError::json(&key, e))?;
+        self.put(&key, body).await
+    }
+
+    /// Every [`StagedCrawl`] of `run`, in key order.
+    pub async fn staged_crawls<C: serde::de::DeserializeOwned>(
+        &self,
+        run: &str,
+    ) -> Result<Vec<StagedCrawl<C>>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.list(&format!("{}/crawl", staging_prefix(run))).await? {
+            if key.ends_with("/staged.json") {
+                let Some(bytes) = self.get_opt(&key).await? else { continue };
+                out.push(parse_record(&key, &bytes)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes a repository's [`StagedSegment`] for `run`.
+    pub async fn put_staged_segment(
+        &self,
+        run: &str,
+        repo: &str,
+        staged: &StagedSegment,
+    ) -> Result<(), StoreError> {
+        let key = staged_segment_key(run, repo);
+        let body = serde_json::to_vec_pretty(staged).map_err(|e| FormatError::json(&key, e))?;
+        self.put(&key, body).await
+    }
+
+    /// A repository's [`StagedSegment`] for `run`; `None` when `embed` has not staged it.
+    pub async fn staged_segment(
+        &self,
+        run: &str,
+        repo: &str,
+    ) -> Result<Option<StagedSegment>, StoreError> {
+        let key = staged_segment_key(run, repo);
+        match self.get_opt(&key).await? {
+            Some(bytes) => Ok(Some(parse_record(&key, &bytes)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+impl StagedSegment {
+    /// A staged segment of the current record version.
+    pub fn new(entry: ManifestSegment, embedded: u64, reused: u64, embed_seconds: f64) -> Self {
+        StagedSegment { format_version: RECORD_VERSION, entry, embedded, reused, embed_seconds }
+    }
+}
+
+impl<C> StagedCrawl<C> {
+    /// A staged crawl of the current record version.
+    pub fn new(repo: String, cursor: Option<C>, queue: Vec<String>) -> Self {
+        StagedCrawl { format_version: RECORD_VERSION, repo, cursor, queue }
+    }
+}
