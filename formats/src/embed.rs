@@ -9,7 +9,7 @@ use tokenizers::Tokenizer;
 
 use crate::error::EmbedError;
 use crate::manifest::ModelIdentity;
-use crate::model::{environment, model_files, model_inputs};
+use crate::model::{model_files, model_inputs, ort_environment};
 use crate::row::sha256_hex;
 
 /// Tokens the model sees per text; longer texts are cut.
@@ -70,7 +70,7 @@ impl Embedder {
         let model_bytes = std::fs::read(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
 
-        let env = environment()?;
+        let env = ort_environment()?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
         let pool = sessions.max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

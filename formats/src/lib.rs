@@ -36,7 +36,6 @@ mod manifest;
 mod merge;
 mod model;
 mod queue;
-mod rerank;
 mod row;
 mod rows;
 mod segment;
@@ -62,9 +61,11 @@ pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
     MERGED_TIER2_TARGET_ROWS, merged_id, plan_merges, write_merged_segment,
 };
-pub use model::{cache_dir, default_model_dir, resolve_model_dir, runtime_library_path};
+pub use model::{
+    cache_dir, default_model_dir, model_files, model_inputs, ort_environment, resolve_model_dir,
+    runtime_library_path,
+};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
-pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{

@@ -35,7 +35,9 @@ pub fn cache_dir() -> PathBuf {
 
 static ENVIRONMENT: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
 
-pub(crate) fn environment() -> Result<&'static ort::environment::Environment, EmbedError> {
+/// The process's one ONNX Runtime environment, loaded from [`runtime_library_path`] on first
+/// use; every model session (the embedder, the server's reranker) is built on it.
+pub fn ort_environment() -> Result<&'static ort::environment::Environment, EmbedError> {
     let path = runtime_library_path();
     let env = ENVIRONMENT.get_or_init(|| {
         if !path.exists() {
@@ -52,10 +54,7 @@ pub(crate) fn environment() -> Result<&'static ort::environment::Environment, Em
 
 /// A model directory's `model.onnx` path and its tokenizer, set to pad per batch (the shipped
 /// tokenizers pad every text to a fixed length) and to truncate at `max_tokens`.
-pub(crate) fn model_files(
-    dir: &Path,
-    max_tokens: usize,
-) -> Result<(PathBuf, Tokenizer), EmbedError> {
+pub fn model_files(dir: &Path, max_tokens: usize) -> Result<(PathBuf, Tokenizer), EmbedError> {
     let model_path = dir.join("model.onnx");
     let tokenizer_path = dir.join("tokenizer.json");
     for (p, file) in [(&model_path, "model.onnx"), (&tokenizer_path, "tokenizer.json")] {
@@ -75,7 +74,7 @@ pub(crate) fn model_files(
 /// The ONNX inputs of a tokenized batch, padded to its longest member: (batch size, sequence
 /// length, attention mask, named inputs). `token_type_ids` only when the model takes them.
 #[allow(clippy::type_complexity)]
-pub(crate) fn model_inputs(
+pub fn model_inputs(
     enc: &[tokenizers::Encoding],
     token_type_ids: bool,
 ) -> Result<(usize, usize, Vec<i64>, Vec<(&'static str, ort::value::DynValue)>), EmbedError> {

@@ -7,6 +7,7 @@ mod build;
 pub mod code;
 mod config;
 mod edges;
+mod embed_bench;
 mod git;
 pub mod github;
 mod lifecycle;
@@ -18,6 +19,7 @@ mod stages;
 
 pub use build::{BuildOptions, BuildReport, build, default_store};
 pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
+pub use embed_bench::{EmbedBenchReport, embed_bench, embed_bench_corpus};
 pub use git::GitError;
 pub use lifecycle::{DeltaReport, GcReport, delta, gc, parse_duration};
 pub use local::{DIFF_MAX_LINES, cut_diff};

@@ -1,6 +1,6 @@
 //! `hubdex-index`: the batch indexer's command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -190,32 +190,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let model = model.unwrap_or_else(default_model);
             let dir = hubdex_formats::resolve_model_dir(&model)?;
             let device = device.parse::<Device>().map_err(anyhow::Error::msg)?;
-            let mut corpus: Vec<String> = Vec::new();
-            let mut paths: Vec<PathBuf> = vec![PathBuf::from("README.md")];
-            if let Ok(entries) = std::fs::read_dir("docs") {
-                paths.extend(entries.filter_map(Result::ok).map(|e| e.path()));
-            }
-            paths.sort();
-            for p in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "md")) {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))?;
-                corpus.extend(hubdex_indexer::chunk_markdown(&text).into_iter().map(|c| c.text));
-            }
-            anyhow::ensure!(
-                !corpus.is_empty(),
-                "no markdown found: run bench-embed from the repository root"
-            );
-            let texts: Vec<&str> = corpus.iter().cycle().take(n).map(String::as_str).collect();
-            let embedder = hubdex_formats::Embedder::load(&dir, device)?;
-            embedder.embed(&texts[..texts.len().min(64)], |_| {})?; // warm-up
-            let t = std::time::Instant::now();
-            embedder.embed(&texts, |_| {})?;
-            let secs = t.elapsed().as_secs_f64();
-            println!(
-                "{{\"device\": \"{device:?}\", \"chunks\": {}, \"seconds\": {secs:.3}, \"chunks_per_s\": {:.1}}}",
-                texts.len(),
-                texts.len() as f64 / secs
-            );
+            let report = hubdex_indexer::embed_bench(&dir, device, n, Path::new("."))?;
+            println!("{}", serde_json::to_string(&report)?);
         }
         Command::Crawl { sources, shard, run, common } => {
             let opts = options(common, sources)?;

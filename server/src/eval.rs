@@ -10,10 +10,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hubdex_formats::{Embedder, Reranker, Row, RowType};
+use hubdex_formats::{Embedder, Row, RowType};
 use serde::{Deserialize, Serialize};
 
 use crate::filter::Filters;
+use crate::rerank::Reranker;
 use crate::search::{Blend, Fusion, SearchRequest, Sort, search};
 use crate::snapshot::OpenSnapshot;
 

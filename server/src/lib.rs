@@ -16,6 +16,7 @@ mod metrics;
 mod oauth;
 mod related;
 mod render;
+mod rerank;
 mod scan;
 mod search;
 mod snapshot;
@@ -38,6 +39,7 @@ pub use related::{
     related, summary as edge_summary,
 };
 pub use render::{fetch_text, related_text, scan_text, search_text, span_text};
+pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,

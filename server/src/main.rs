@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::{Device, Embedder, Reranker, Store};
+use hubdex_formats::{Device, Embedder, Store};
+use hubdex_server::Reranker;
 use hubdex_server::{
     AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
     TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval, load_grants,

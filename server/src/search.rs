@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Reranker, Row, RowType, row_id};
+use hubdex_formats::{Embedder, Row, RowType, row_id};
+use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use rayon::prelude::*;
-
 use crate::filter::{FILTER_ARGS, Filters, filters_from_args, index_error, may_match, unmatched};
+use crate::rerank::Reranker;
 use crate::snapshot::OpenSnapshot;
 
 /// The RRF constant: a document at rank r contributes 1 / (K + r).

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use hubdex_formats::{Embedder, Reranker, Store};
+use hubdex_formats::{Embedder, Store};
 
 use crate::args::ToolError;
 use crate::metrics::Metrics;
+use crate::rerank::Reranker;
 use crate::snapshot::{OpenSegments, OpenSnapshot, open_snapshot_in};
 
 /// Pinned snapshots kept open besides the current one.

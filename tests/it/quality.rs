@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use hubdex_formats::{Reranker, RowType};
+use hubdex_formats::RowType;
+use hubdex_server::Reranker;
 use hubdex_server::{NO_RERANK_MODEL, SpanRequest, call_tool, read_span};
 use hubdex_tests::{CODE_FILES, bin, make_code_repo, model_dir, python};
 use serde_json::{Value, json};

@@ -8,8 +8,7 @@ use std::sync::Mutex;
 use ort::session::Session;
 use tokenizers::Tokenizer;
 
-use crate::error::EmbedError;
-use crate::model::{environment, model_files, model_inputs};
+use hubdex_formats::{EmbedError, model_files, model_inputs, ort_environment};
 
 /// Longest (query, passage) pair the model reads, in tokens.
 pub const RERANK_MAX_TOKENS: usize = 512;
@@ -36,7 +35,7 @@ impl Reranker {
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, RERANK_MAX_TOKENS)?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let session = Session::builder(environment()?)
+        let session = Session::builder(ort_environment()?)
             .map_err(ort_err)?
             .commit_from_file(&model_path)
             .map_err(ort_err)?;
