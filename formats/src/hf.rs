@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use object_store::ObjectStore as _;
+use object_store::ObjectStoreExt as _;
 use object_store::path::Path as ObjectPath;
 
 use crate::error::EmbedError;
@@ -26,6 +26,7 @@ pub(crate) fn download(repo: &str, models: &Path) -> Result<PathBuf, EmbedError>
     std::fs::create_dir_all(&dir).map_err(|source| EmbedError::Io { path: dir.clone(), source })?;
     let base = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
     let url = format!("{base}/{name}/resolve/{revision}");
+    crate::store::install_tls_provider();
     let store = object_store::http::HttpBuilder::new()
         .with_url(&url)
         .build()

@@ -79,5 +79,6 @@ pub use staging::{
 };
 pub use store::{
     LATEST, LatestUpdate, PINS_DIR, SnapshotListing, Store, VERIFIED_MARKER, failpoint,
+    install_tls_provider,
 };
 pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -202,8 +202,8 @@ pub(crate) fn zstd_writer(
     let file = std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?;
     let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?));
-    if let Some(n) = row_group_rows {
-        props = props.set_max_row_group_size(n);
+    if let Some(n) = row_group_rows.filter(|&n| n > 0) {
+        props = props.set_max_row_group_row_count(Some(n));
     }
     ArrowWriter::try_new(file, schema, Some(props.build())).map_err(pq)
 }

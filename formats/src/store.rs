@@ -12,7 +12,9 @@ use futures::StreamExt as _;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{
+    ObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
 use sha2::{Digest, Sha256};
 
 use crate::error::{FormatError, StoreError};
@@ -81,6 +83,17 @@ pub enum LatestUpdate {
     },
 }
 
+/// Installs ring as rustls's process-wide crypto provider, once (a provider the program
+/// installed before stays). reqwest, which object_store's cloud and HTTP stores and the
+/// server's OAuth client use, is built without a bundled provider and needs one before its
+/// first client; hubdex builds with ring only, so every TLS client shares it.
+pub fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 impl Store {
     /// Opens a store from a URL (`file://`, `memory://`, `s3://`, `gs://`, `az://`) or a plain
     /// local path. A local directory is created if missing. Cloud credentials come from the
@@ -118,6 +131,7 @@ impl Store {
             });
         }
         let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        install_tls_provider();
         let inner: Arc<dyn ObjectStore> = match parsed.scheme() {
             "s3" | "s3a" => {
                 let mut b = object_store::aws::AmazonS3Builder::from_env();
@@ -180,7 +194,7 @@ impl Store {
         Ok(match again {
             Err(object_store::Error::AlreadyExists { .. }) => true,
             // No conditional writes at all: move_latest reports that on its own.
-            Err(object_store::Error::NotImplemented) => true,
+            Err(object_store::Error::NotImplemented { .. }) => true,
             Ok(_) => false,
             Err(e) => return Err(obj(PROBE)(e)),
         })
@@ -486,11 +500,11 @@ impl Store {
                     Ok(_) => Ok(LatestUpdate::Moved { from: cur.snapshot }),
                     Err(object_store::Error::Precondition { .. })
                     | Err(object_store::Error::AlreadyExists { .. }) => Err(conflict()),
-                    Err(object_store::Error::NotImplemented) if allow_unsafe => {
+                    Err(object_store::Error::NotImplemented { .. }) if allow_unsafe => {
                         self.put(LATEST, to.to_bytes()).await?;
                         Ok(LatestUpdate::Moved { from: cur.snapshot })
                     }
-                    Err(object_store::Error::NotImplemented) => {
+                    Err(object_store::Error::NotImplemented { .. }) => {
                         Err(StoreError::NoConditionalUpdate { url: self.url.clone() })
                     }
                     Err(e) => Err(obj(LATEST)(e)),
@@ -694,5 +708,25 @@ fn manifest_entry(meta: &SegmentMeta, json: &[u8]) -> ManifestSegment {
         segment_json_sha256: sha256_hex(json),
         files: meta.files.clone(),
         members: meta.members.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_https_cloud_store_opens_with_the_one_tls_provider() {
+        // reqwest is built without a bundled crypto provider: opening an HTTPS store must
+        // install ours rather than panic in the client builder.
+        let settings = [
+            ("AWS_ENDPOINT", "https://127.0.0.1:9"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+        ];
+        let store = Store::open_with("s3://bucket/prefix", &settings).unwrap();
+        assert_eq!(store.url(), "s3://bucket/prefix");
+        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
     }
 }

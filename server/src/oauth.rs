@@ -125,6 +125,7 @@ impl std::fmt::Debug for OAuth {
 impl OAuth {
     /// A verifier for `config`; keys are fetched on first use.
     pub fn new(config: OAuthConfig) -> anyhow::Result<OAuth> {
+        hubdex_formats::install_tls_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()

@@ -89,3 +89,48 @@ fn every_flag_tool_argument_and_metric_is_in_the_docs() {
     }
     assert!(missing.is_empty(), "not in README.md or docs/*.md:\n{}", missing.join("\n"));
 }
+
+/// The `.rs` files under `dir`, relative to `root`, recursively.
+fn rust_files(root: &std::path::Path, dir: &str, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+        let path = entry.unwrap().path();
+        let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            rust_files(root, &rel, out);
+        } else if rel.ends_with(".rs") {
+            out.push(rel);
+        }
+    }
+}
+
+#[test]
+fn the_architecture_code_map_names_every_source_file_and_no_file_that_is_gone() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut files = Vec::new();
+    for dir in ["formats/src", "indexer/src", "server/src", "tests/src", "tests/it"] {
+        rust_files(&root, dir, &mut files);
+    }
+    // Each file is named by its file name in backticks (the map is grouped by crate, so the
+    // crate is the paragraph's); `src/bin/hubdex-bench.rs` is named with its folder.
+    let mut missing: Vec<&str> = files
+        .iter()
+        .filter(|f| {
+            let name = f.rsplit('/').next().unwrap();
+            !map.contains(&format!("`{name}`")) && !map.contains(&format!("`src/bin/{name}`"))
+        })
+        .map(String::as_str)
+        .collect();
+    // And every `name.rs` the map names exists somewhere in the tree.
+    let names: BTreeSet<&str> = files.iter().map(|f| f.rsplit('/').next().unwrap()).collect();
+    let gone: Vec<String> = map
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.ends_with(".rs") && !w.contains(' '))
+        .filter(|w| !names.contains(w.rsplit('/').next().unwrap()))
+        .map(|w| format!("{w} (named in the map, not in the tree)"))
+        .collect();
+    missing.extend(gone.iter().map(String::as_str));
+    assert!(missing.is_empty(), "docs/architecture.md's code map:\n{}", missing.join("\n"));
+}

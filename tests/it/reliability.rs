@@ -20,7 +20,7 @@ use hubdex_tests::{bin, free_port, make_code_repo, model_dir, python};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    ObjectStoreExt as _, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -251,8 +251,11 @@ impl ObjectStore for IgnoresConditions {
     ) -> object_store::Result<GetResult> {
         self.0.get_opts(location, options).await
     }
-    async fn delete(&self, location: &ObjectPath) -> object_store::Result<()> {
-        self.0.delete(location).await
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.0.delete_stream(locations)
     }
     fn list(
         &self,
@@ -266,13 +269,12 @@ impl ObjectStore for IgnoresConditions {
     ) -> object_store::Result<ListResult> {
         self.0.list_with_delimiter(prefix).await
     }
-    async fn copy(&self, from: &ObjectPath, to: &ObjectPath) -> object_store::Result<()> {
-        self.0.copy(from, to).await
-    }
-    async fn copy_if_not_exists(
+    /// Every copy is a plain copy, create-only or not.
+    async fn copy_opts(
         &self,
         from: &ObjectPath,
         to: &ObjectPath,
+        _options: object_store::CopyOptions,
     ) -> object_store::Result<()> {
         self.0.copy(from, to).await
     }
