@@ -78,7 +78,7 @@ pub use staging::{
     staging_prefix,
 };
 pub use store::{
-    LATEST, LatestUpdate, PINS_DIR, SnapshotListing, Store, VERIFIED_MARKER, failpoint,
-    install_tls_provider,
+    LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing, Store,
+    VERIFIED_MARKER, failpoint, install_tls_provider, manifest_key, segment_key, segment_of_key,
 };
 pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -37,6 +37,28 @@ pub const LATEST: &str = "LATEST";
 /// Where pins live: `pins/<snapshot id>`.
 pub const PINS_DIR: &str = "pins";
 
+/// Where snapshots live: `snapshots/<id>/manifest.json`.
+pub const SNAPSHOTS_DIR: &str = "snapshots";
+
+/// Where segments live: `segments/<segment id>/…`.
+pub const SEGMENTS_DIR: &str = "segments";
+
+/// The key of a snapshot's manifest: `snapshots/<id>/manifest.json`.
+pub fn manifest_key(snapshot: &str) -> String {
+    format!("{SNAPSHOTS_DIR}/{snapshot}/manifest.json")
+}
+
+/// The key of a file of a segment (`path` relative to the segment directory, `/`-separated):
+/// `segments/<id>/<path>`.
+pub fn segment_key(segment: &str, path: &str) -> String {
+    format!("{SEGMENTS_DIR}/{segment}/{path}")
+}
+
+/// The segment id a `segments/<id>/…` key belongs to.
+pub fn segment_of_key(key: &str) -> Option<&str> {
+    key.strip_prefix(SEGMENTS_DIR)?.strip_prefix('/')?.split('/').next()
+}
+
 fn pin_key(id: &str) -> String {
     format!("{PINS_DIR}/{id}")
 }
@@ -310,7 +332,10 @@ impl Store {
             .await?
             .iter()
             .filter_map(|k| {
-                k.strip_prefix("snapshots/")?.strip_suffix("/manifest.json").map(str::to_string)
+                k.strip_prefix(SNAPSHOTS_DIR)?
+                    .strip_prefix('/')?
+                    .strip_suffix("/manifest.json")
+                    .map(str::to_string)
             })
             .collect();
         ids.sort();
@@ -363,7 +388,7 @@ impl Store {
 
     /// Reads and parses a snapshot's manifest, with its sha256.
     pub async fn manifest(&self, id: &str) -> Result<(Manifest, String), StoreError> {
-        let key = format!("snapshots/{id}/manifest.json");
+        let key = manifest_key(id);
         let bytes = self.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
             id: id.to_string(),
             url: self.url.clone(),
@@ -386,7 +411,7 @@ impl Store {
         let (m, sha) = self.manifest(&latest.snapshot).await?;
         if sha != latest.manifest_sha256 {
             return Err(FormatError::ChecksumMismatch {
-                path: format!("snapshots/{}/manifest.json", latest.snapshot),
+                path: manifest_key(&latest.snapshot),
                 expected: latest.manifest_sha256,
                 actual: sha,
             }
@@ -406,7 +431,7 @@ impl Store {
 
     /// Whether a complete segment is in the store (its segment.json is uploaded last).
     pub async fn has_segment(&self, id: &str) -> Result<bool, StoreError> {
-        self.exists(&format!("segments/{id}/{SEGMENT_JSON}")).await
+        self.exists(&segment_key(id, SEGMENT_JSON)).await
     }
 
     /// Uploads a local segment directory: data files first, segment.json last. Returns the
@@ -427,10 +452,10 @@ impl Store {
         for f in &meta.files {
             let path = safe_join(dir, &f.path)?;
             let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
-            self.put(&format!("segments/{}/{}", meta.id, f.path), bytes).await?;
+            self.put(&segment_key(&meta.id, &f.path), bytes).await?;
             on_bytes(f.bytes);
         }
-        self.put(&format!("segments/{}/{SEGMENT_JSON}", meta.id), json.clone()).await?;
+        self.put(&segment_key(&meta.id, SEGMENT_JSON), json.clone()).await?;
         Ok(manifest_entry(&meta, &json))
     }
 
@@ -439,7 +464,7 @@ impl Store {
         &self,
         id: &str,
     ) -> Result<(SegmentMeta, ManifestSegment), StoreError> {
-        let key = format!("segments/{id}/{SEGMENT_JSON}");
+        let key = segment_key(id, SEGMENT_JSON);
         let json = self
             .get_opt(&key)
             .await?
@@ -457,7 +482,7 @@ impl Store {
         manifest: &Manifest,
         allow_unsafe: bool,
     ) -> Result<LatestUpdate, StoreError> {
-        let key = format!("snapshots/{}/manifest.json", manifest.snapshot);
+        let key = manifest_key(&manifest.snapshot);
         let bytes = manifest.to_bytes();
         if self.local_root.is_none() && !allow_unsafe && !self.honours_conditional_writes().await? {
             return Err(StoreError::NoConditionalUpdate { url: self.url.clone() });
@@ -565,11 +590,11 @@ impl Store {
         seg: &ManifestSegment,
         cache: &Path,
     ) -> Result<PathBuf, StoreError> {
-        let final_dir = cache.join("segments").join(&seg.id);
+        let final_dir = cache.join(SEGMENTS_DIR).join(&seg.id);
         if final_dir.join(VERIFIED_MARKER).is_file() {
             return Ok(final_dir);
         }
-        let tmp = cache.join("segments").join(format!(".tmp-{}-{}", seg.id, std::process::id()));
+        let tmp = cache.join(SEGMENTS_DIR).join(format!(".tmp-{}-{}", seg.id, std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
         let result = self.fetch_into(seg, &tmp).await;
@@ -590,7 +615,7 @@ impl Store {
     }
 
     async fn fetch_into(&self, seg: &ManifestSegment, dir: &Path) -> Result<(), StoreError> {
-        let json_key = format!("segments/{}/{SEGMENT_JSON}", seg.id);
+        let json_key = segment_key(&seg.id, SEGMENT_JSON);
         let json = self
             .get_opt(&json_key)
             .await?
@@ -613,7 +638,7 @@ impl Store {
             .into());
         }
         for f in &meta.files {
-            let key = format!("segments/{}/{}", seg.id, f.path);
+            let key = segment_key(&seg.id, &f.path);
             let path = safe_join(dir, &f.path)?;
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| FormatError::io(parent, e))?;
@@ -714,6 +739,19 @@ fn manifest_entry(meta: &SegmentMeta, json: &[u8]) -> ManifestSegment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_built_and_read_back_in_one_place() {
+        assert_eq!(
+            manifest_key("20261201T000000Z-ab"),
+            "snapshots/20261201T000000Z-ab/manifest.json"
+        );
+        let key = segment_key("acme-widgets-0123", "text/meta.json");
+        assert_eq!(key, "segments/acme-widgets-0123/text/meta.json");
+        assert_eq!(segment_of_key(&key), Some("acme-widgets-0123"));
+        assert_eq!(segment_of_key("snapshots/x/manifest.json"), None);
+        assert_eq!(segment_of_key("segmentsx/y"), None);
+    }
 
     #[test]
     fn an_https_cloud_store_opens_with_the_one_tls_provider() {

@@ -594,7 +594,7 @@ async fn fresh_snapshot_id(
     let mut at = now;
     loop {
         let id = next_snapshot_id(at, seed, parent);
-        if !store.exists(&format!("snapshots/{id}/manifest.json")).await? {
+        if !store.exists(&hubdex_formats::manifest_key(&id)).await? {
             return Ok(id);
         }
         at += chrono::Duration::seconds(1);
@@ -635,7 +635,7 @@ mod tests {
             let store = Store::open("memory://").unwrap();
             let now = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
             let orphan = next_snapshot_id(now, b"seed", None);
-            store.put(&format!("snapshots/{orphan}/manifest.json"), b"{}".to_vec()).await.unwrap();
+            store.put(&hubdex_formats::manifest_key(&orphan), b"{}".to_vec()).await.unwrap();
             let id = fresh_snapshot_id(&store, now, b"seed", None).await.unwrap();
             assert_ne!(id, orphan);
             assert!(id > orphan);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
-use hubdex_formats::{Manifest, Store};
+use hubdex_formats::{Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, Store, segment_of_key};
 
 use crate::build::{BuildOptions, BuildReport, build};
 
@@ -103,15 +103,15 @@ pub async fn gc(
             referenced.extend(m.segments.iter().chain(&m.merged).map(|s| s.id.clone()));
             report.kept_snapshots.push(id.clone());
         } else {
-            for key in store.list(&format!("snapshots/{id}")).await? {
+            for key in store.list(&format!("{SNAPSHOTS_DIR}/{id}")).await? {
                 store.delete(&key).await?;
             }
             report.deleted_snapshots.push(id.clone());
         }
     }
     let mut by_segment: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
-    for (key, at) in store.list_with_times("segments").await? {
-        if let Some(id) = key.strip_prefix("segments/").and_then(|r| r.split('/').next()) {
+    for (key, at) in store.list_with_times(SEGMENTS_DIR).await? {
+        if let Some(id) = segment_of_key(&key) {
             by_segment.entry(id.to_string()).or_default().push((key, at));
         }
     }

@@ -229,7 +229,7 @@ pub async fn pull_snapshot(store: &Store, id: &str, dir: &Path) -> Result<String
         // Verified into DIR/segments/<id>/ exactly as the cache would hold it.
         store.fetch_segment(seg, dir).await?;
     }
-    let key = format!("snapshots/{}/manifest.json", manifest.snapshot);
+    let key = hubdex_formats::manifest_key(&manifest.snapshot);
     let bytes = store.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
         id: manifest.snapshot.clone(),
         url: store.url().to_string(),
