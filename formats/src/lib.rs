@@ -11,7 +11,10 @@
 //!   serving index ([`ServingIndex`]: BM25, filter and sort columns, stored rows), its file
 //!   store ([`FileStore`]) and merged segments ([`plan_merges`], [`write_merged_segment`]);
 //! - `segment.json`, `manifest.json` and `LATEST` ([`SegmentMeta`], [`Manifest`], [`Latest`]);
-//! - the store and its publish protocol ([`Store`]);
+//! - the small versioned records beside them: pins ([`Pin`]), delta-queue entries
+//!   ([`QueueEntry`]) and a sharded build's staged records ([`StagedCrawl`], [`StagedSegment`]);
+//! - the store, its key layout ([`manifest_key`], [`segment_key`]) and its publish protocol
+//!   ([`Store`]);
 //! - the text → vector model contract ([`Embedder`]).
 //!
 //! It knows nothing of MCP, HTTP or GitHub.
