@@ -77,7 +77,7 @@ pub use segment::{
 };
 pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex};
 pub use staging::{
-    STAGING_DIR, StagedCrawl, StagedSegment, staged_crawl_prefix, staged_segment_key,
+    STAGING_DIR, StagedCrawl, StagedSegment, repo_slug, staged_crawl_prefix, staged_segment_key,
     staging_prefix,
 };
 pub use store::{

@@ -154,6 +154,11 @@ pub(crate) fn record_version() -> u32 {
     RECORD_VERSION
 }
 
+/// A small JSON record's bytes as written (pretty JSON); `what` names it in an error.
+pub(crate) fn record_bytes<T: Serialize>(what: &str, record: &T) -> Result<Vec<u8>, FormatError> {
+    serde_json::to_vec_pretty(record).map_err(|e| FormatError::json(what, e))
+}
+
 /// Parses a small JSON record after checking its `format_version` (absent: 1).
 pub(crate) fn parse_record<T: serde::de::DeserializeOwned>(
     what: &str,

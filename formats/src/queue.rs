@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FormatError, StoreError};
-use crate::manifest::{parse_record, record_version};
+use crate::manifest::{parse_record, record_bytes, record_version};
 use crate::store::Store;
 
 /// Where pending entries are.
@@ -55,9 +55,8 @@ impl QueueEntry {
 impl Store {
     /// Queues an entry unless its delivery is already queued; `false` when it was.
     pub async fn enqueue(&self, entry: &QueueEntry) -> Result<bool, StoreError> {
-        let body = serde_json::to_vec_pretty(entry)
-            .map_err(|e| FormatError::json(entry.pending_key(), e))?;
-        self.put_create(&entry.pending_key(), body).await
+        let key = entry.pending_key();
+        self.put_create(&key, record_bytes(&key, entry)?).await
     }
 
     /// The pending entries, oldest key first: each key with its entry, or why it could not be

@@ -5,15 +5,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{FormatError, StoreError};
-use crate::manifest::{ManifestSegment, RECORD_VERSION, parse_record, record_version};
+use crate::error::StoreError;
+use crate::manifest::{
+    ManifestSegment, RECORD_VERSION, parse_record, record_bytes, record_version,
+};
 use crate::store::Store;
 
 /// Where staged runs live: `staging/<run>/`.
 pub const STAGING_DIR: &str = "staging";
 
-/// A repository's name as one key part: `owner__name`.
-fn slug(repo: &str) -> String {
+/// A repository's name as one key or directory name: `owner__name`.
+pub fn repo_slug(repo: &str) -> String {
     repo.replace('/', "__")
 }
 
@@ -25,12 +27,12 @@ pub fn staging_prefix(run: &str) -> String {
 /// `staging/<run>/crawl/<owner__name>`: a repository's crawled rows.parquet, files.parquet,
 /// edges.parquet and staged.json.
 pub fn staged_crawl_prefix(run: &str, repo: &str) -> String {
-    format!("{STAGING_DIR}/{run}/crawl/{}", slug(repo))
+    format!("{STAGING_DIR}/{run}/crawl/{}", repo_slug(repo))
 }
 
 /// `staging/<run>/segments/<owner__name>.json`: a repository's [`StagedSegment`].
 pub fn staged_segment_key(run: &str, repo: &str) -> String {
-    format!("{STAGING_DIR}/{run}/segments/{}.json", slug(repo))
+    format!("{STAGING_DIR}/{run}/segments/{}.json", repo_slug(repo))
 }
 
 /// What `crawl` stages per repository (`…/crawl/<repo>/staged.json`). `C` is the crawler's
@@ -75,8 +77,7 @@ impl Store {
         staged: &StagedCrawl<C>,
     ) -> Result<(), StoreError> {
         let key = format!("{}/staged.json", staged_crawl_prefix(run, &staged.repo));
-        let body = serde_json::to_vec_pretty(staged).map_err(|e| FormatError::json(&key, e))?;
-        self.put(&key, body).await
+        self.put(&key, record_bytes(&key, staged)?).await
     }
 
     /// Every [`StagedCrawl`] of `run`, in key order.
@@ -102,8 +103,7 @@ impl Store {
         staged: &StagedSegment,
     ) -> Result<(), StoreError> {
         let key = staged_segment_key(run, repo);
-        let body = serde_json::to_vec_pretty(staged).map_err(|e| FormatError::json(&key, e))?;
-        self.put(&key, body).await
+        self.put(&key, record_bytes(&key, staged)?).await
     }
 
     /// A repository's [`StagedSegment`] for `run`; `None` when `embed` has not staged it.

@@ -18,7 +18,9 @@ use object_store::{
 use sha2::{Digest, Sha256};
 
 use crate::error::{FormatError, StoreError};
-use crate::manifest::{Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta};
+use crate::manifest::{
+    Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta, record_bytes,
+};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -346,9 +348,8 @@ impl Store {
     /// is `pins/<id>` holding a [`Pin`]; the snapshot must exist.
     pub async fn pin(&self, id: &str) -> Result<(), StoreError> {
         self.manifest(id).await?;
-        let body = serde_json::to_vec_pretty(&Pin::now(id))
-            .map_err(|e| FormatError::json(pin_key(id), e))?;
-        self.put(&pin_key(id), body).await
+        let key = pin_key(id);
+        self.put(&key, record_bytes(&key, &Pin::now(id))?).await
     }
 
     /// Removes a snapshot's pin; `false` when it was not pinned.

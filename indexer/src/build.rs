@@ -385,7 +385,7 @@ pub(crate) async fn embed_one(
     report.rows += rows.len() as u64;
 
     let t = Instant::now();
-    let seg_dir = work.join(repo.replace('/', "__"));
+    let seg_dir = work.join(hubdex_formats::repo_slug(repo));
     let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?;
     let entry = if store.has_segment(draft.id()).await? {
         report.segments_unchanged += 1;

@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hubdex_formats::{
     EDGES_PARQUET, FileText, ManifestSegment, Row, StagedCrawl, StagedSegment, read_edges,
-    read_files, read_rows, sha256_hex, staged_crawl_prefix, staged_segment_key, staging_prefix,
-    write_edges, write_files, write_rows,
+    read_files, read_rows, repo_slug, sha256_hex, staged_crawl_prefix, staged_segment_key,
+    staging_prefix, write_edges, write_files, write_rows,
 };
 use indicatif::MultiProgress;
 
@@ -59,11 +59,6 @@ impl std::str::FromStr for Shard {
 /// What `crawl` stages per repository, with the GitHub crawler's cursor.
 type Staged = StagedCrawl<Cursor>;
 
-/// A local working directory's name for a repository.
-fn slug(repo: &str) -> String {
-    repo.replace('/', "__")
-}
-
 /// Stage 1: crawls the repositories of `shard` and stages their rows (without vectors).
 pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<Vec<String>> {
     let plan = plan(opts).await?;
@@ -87,7 +82,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         for r in &mut c.rows {
             r.embedding.clear();
         }
-        let dir = work.path().join(slug(repo));
+        let dir = work.path().join(repo_slug(repo));
         std::fs::create_dir_all(&dir)?;
         write_rows(&dir.join("rows.parquet"), &c.rows, 0)?;
         write_files(&dir.join("files.parquet"), &c.files)?;
@@ -124,7 +119,7 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     let mut report = BuildReport::default();
     for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
         let prefix = staged_crawl_prefix(run, &staged.repo);
-        let dir = work.path().join(format!("in-{}", slug(&staged.repo)));
+        let dir = work.path().join(format!("in-{}", repo_slug(&staged.repo)));
         std::fs::create_dir_all(&dir)?;
         for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
             let bytes = store

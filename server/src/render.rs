@@ -111,7 +111,12 @@ pub fn fetch_text(a: &FetchAnswer) -> String {
             r.content
         );
         if r.content_truncated {
-            let _ = writeln!(out, "[cut at 8000 of {} chars]", r.content_chars);
+            let _ = writeln!(
+                out,
+                "[cut at {} of {} chars]",
+                hubdex_formats::BODY_MAX_CHARS,
+                r.content_chars
+            );
         }
     }
     if !a.not_found.is_empty() {
