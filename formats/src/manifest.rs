@@ -10,12 +10,14 @@ use crate::error::FormatError;
 /// The format version this build writes. Version 2 added the `symbol` field and the code-aware
 /// analyzers to `text/`; diff and code rows use columns version 1 already had. Version 3 made
 /// `text/` the serving index (filter and sort columns, stored rows), added the `files/` store
-/// and merged segments.
-pub const FORMAT_VERSION: u32 = 3;
+/// and merged segments. Version 4 writes vectors.usearch with i8 vectors instead of f16 (half
+/// the bytes a server maps; segment.json's `vector_scalar` says which).
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
-/// version-3 serving layout once, as they enter a server's cache.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3];
+/// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
+/// layout and differ only in the vectors' scalar.
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.

@@ -315,7 +315,12 @@ impl Segment {
                 ),
             });
         }
-        let vectors = VectorIndex::open(&dir.join(VECTORS_USEARCH), meta.model.dim, meta.rows)?;
+        let vectors = VectorIndex::open(
+            &dir.join(VECTORS_USEARCH),
+            meta.model.dim,
+            meta.rows,
+            &meta.vector_scalar,
+        )?;
         let files_dir = dir.join(FILES_DIR);
         let files = if files_dir.is_dir() { Some(FileStore::open(&files_dir)?) } else { None };
         let edges_dir = dir.join(EDGES_DIR);

@@ -6,14 +6,25 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use crate::error::FormatError;
 
-/// The quantization vectors.usearch is written with.
-pub const VECTOR_SCALAR: &str = "f16";
+/// The quantization vectors.usearch is written with (from format 4; formats 1 to 3 wrote
+/// `f16`). usearch's i8 scales each vector to unit length and then by 127: half the bytes of
+/// f16, and no measured loss of retrieval quality (docs/performance.md, "RSS").
+pub const VECTOR_SCALAR: &str = "i8";
 
-fn options(dim: usize) -> IndexOptions {
+/// The usearch scalar kind a segment.json's `vector_scalar` names, and its bytes per dimension.
+fn scalar_kind(name: &str) -> Option<(ScalarKind, u64)> {
+    match name {
+        "f16" => Some((ScalarKind::F16, 2)),
+        "i8" => Some((ScalarKind::I8, 1)),
+        _ => None,
+    }
+}
+
+fn options(dim: usize, quantization: ScalarKind) -> IndexOptions {
     IndexOptions {
         dimensions: dim,
         metric: MetricKind::Cos,
-        quantization: ScalarKind::F16,
+        quantization,
         connectivity: 16,
         expansion_add: 128,
         expansion_search: 96,
@@ -24,7 +35,7 @@ fn options(dim: usize) -> IndexOptions {
 /// Writes an HNSW index of `vectors` (key = position) to `path`.
 pub fn write_vector_index(path: &Path, dim: usize, vectors: &[&[f32]]) -> Result<(), FormatError> {
     let err = vector_error(path);
-    let index = Index::new(&options(dim)).map_err(&err)?;
+    let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
     index.reserve(vectors.len().max(1)).map_err(&err)?;
     for (i, v) in vectors.iter().enumerate() {
         index.add(i as u64, v).map_err(&err)?;
@@ -86,10 +97,13 @@ impl std::fmt::Debug for VectorIndex {
 }
 
 impl VectorIndex {
-    /// Opens `path` as a view (mmap), after checking that its header fits the expected
+    /// Opens `path`, written with the quantization `scalar` names (segment.json's
+    /// `vector_scalar`), as a view (mmap), after checking that its header fits the expected
     /// dimension and row count and that the file is long enough for what the header claims.
-    pub fn open(path: &Path, dim: usize, rows: u64) -> Result<Self, FormatError> {
+    pub fn open(path: &Path, dim: usize, rows: u64, scalar: &str) -> Result<Self, FormatError> {
         let bad = |detail: String| FormatError::Vectors { path: path.to_path_buf(), detail };
+        let (kind, bytes_per_dim) = scalar_kind(scalar)
+            .ok_or_else(|| bad(format!("vector_scalar {scalar:?} is not f16 or i8")))?;
         let s = path.to_str().ok_or_else(|| bad("path is not valid UTF-8".into()))?;
         let file_len = std::fs::metadata(path).map_err(|e| FormatError::io(path, e))?.len();
         let meta = Index::metadata(s).map_err(|e| bad(format!("header: {e}")))?;
@@ -105,15 +119,15 @@ impl VectorIndex {
                 meta.count_present
             )));
         }
-        // f16 vectors alone need this many bytes; a header claiming more than the file holds
+        // The vectors alone need this many bytes; a header claiming more than the file holds
         // is crafted or cut, and must not reach the native reader.
-        let min_bytes = rows.saturating_mul(dim as u64 * 2);
+        let min_bytes = rows.saturating_mul(dim as u64 * bytes_per_dim);
         if file_len < min_bytes {
             return Err(bad(format!(
                 "file has {file_len} bytes, too short for {rows} vectors of {dim} dimensions"
             )));
         }
-        let index = Index::new(&options(dim)).map_err(|e| bad(e.to_string()))?;
+        let index = Index::new(&options(dim, kind)).map_err(|e| bad(e.to_string()))?;
         index.view(s).map_err(|e| bad(format!("view: {e}")))?;
         index
             .reserve_capacity_and_threads(rows as usize, SEARCH_SLOTS)
@@ -155,7 +169,7 @@ mod tests {
             (0..200).map(|i| (0..8).map(|d| ((i * 7 + d) % 13) as f32 + 0.5).collect()).collect();
         let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
         write_vector_index(&path, 8, &refs).unwrap();
-        let index = std::sync::Arc::new(VectorIndex::open(&path, 8, 200).unwrap());
+        let index = std::sync::Arc::new(VectorIndex::open(&path, 8, 200, VECTOR_SCALAR).unwrap());
         let threads: Vec<_> = (0..SEARCH_SLOTS * 3)
             .map(|t| {
                 let index = index.clone();

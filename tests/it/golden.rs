@@ -13,12 +13,13 @@ const GOLDEN_SNAPSHOT: &str = "20261129T193202Z-c1deaba1";
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2");
 const GOLDEN_V2_SNAPSHOT: &str = "20261129T212733Z-142190f8";
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
+const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v4");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2, 3]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4]);
     assert_eq!(
-        FORMAT_VERSION, 3,
+        FORMAT_VERSION, 4,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -39,6 +40,13 @@ fn the_golden_v3_snapshot_verifies_opens_and_answers_through_its_merged_segment(
     let snapshot = std::fs::read_to_string(format!("{GOLDEN_V3}/LATEST")).unwrap();
     let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
     check_golden(GOLDEN_V3, latest["snapshot"].as_str().unwrap(), 3, 9);
+}
+
+#[test]
+fn the_golden_v4_snapshot_verifies_opens_and_answers_with_its_i8_vectors() {
+    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V4}/LATEST")).unwrap();
+    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    check_golden(GOLDEN_V4, latest["snapshot"].as_str().unwrap(), 4, 9);
 }
 
 fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
@@ -64,6 +72,8 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
         };
         let opened = Segment::open(&serve_dir).unwrap();
         assert_eq!(opened.text.rows().unwrap().len(), rows);
+        // Format 4 wrote i8 vectors; every older format's f16 vectors still open as f16.
+        assert_eq!(opened.meta.vector_scalar, if version >= 4 { "i8" } else { "f16" });
         if version >= 3 {
             // Two repositories, served by one merged segment.
             assert_eq!(manifest.segments.len(), 2);
@@ -82,6 +92,14 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
             .clone();
         let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
         assert_eq!(answer["snapshot"], json!(snapshot));
+        assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
+        // The vectors answer too, in whichever scalar they were written.
+        let args = json!({"query": "plant tulips in the flower bed", "fusion": "dense_only",
+            "type": "commit", "top_k": 1})
+        .as_object()
+        .unwrap()
+        .clone();
+        let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
         assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
     });
 }

@@ -401,6 +401,8 @@ async fn search_bench(
     std::fs::write(vectors_out, serde_json::to_vec(&dump)?)?;
     let fail = |e: hubdex_server::ToolError| anyhow::anyhow!("{e}");
     let mut modes = serde_json::Map::new();
+    // Resident memory after each phase: which work maps which files.
+    let mut rss_by_phase = vec![json!({"phase": "open", "rss": rss_split()})];
     for (name, fusion) in [
         ("sparse_only", Fusion::SparseOnly),
         ("dense_only", Fusion::DenseOnly),
@@ -422,6 +424,7 @@ async fn search_bench(
             name.to_string(),
             json!({"search": percentiles(alone), "with_embedding": percentiles(with)}),
         );
+        rss_by_phase.push(json!({"phase": name, "rss": rss_split()}));
     }
     // A caller's scope is an index filter: rrf search alone, scoped and unscoped, interleaved
     // query by query so both see the same cache state. Two scopes: every other repository
@@ -459,6 +462,7 @@ async fn search_bench(
             name.to_string(),
             json!({"repositories": patterns.len(), "unscoped": p, "scoped": w, "p50_ratio": ratio}),
         );
+        rss_by_phase.push(json!({"phase": format!("scoped_{name}"), "rss": rss_split()}));
     }
     // QPS of search alone (rrf) from 8 threads in this process.
     let stop = Arc::new(AtomicBool::new(false));
@@ -486,6 +490,7 @@ async fn search_bench(
         let _ = t.join();
     }
     let qps = done.load(Ordering::Relaxed) as f64 / qps_seconds as f64;
+    rss_by_phase.push(json!({"phase": "qps_rrf_8_threads", "rss": rss_split()}));
     // fetch of 10 ids, and a 7-day scan with one filter, against the same snapshot.
     let ids: Vec<String> = {
         let mut ids = Vec::new();
@@ -552,6 +557,7 @@ async fn search_bench(
         "fetch_10_ids": if fetch_ms.is_empty() { Value::Null } else { percentiles(fetch_ms) },
         "scan_7d_one_filter": if scan_ms.is_empty() { Value::Null } else { percentiles(scan_ms) },
         "rss_split_after_run": rss_split(),
+        "rss_by_phase": rss_by_phase,
         "segments": snap.segments.len(),
         "first_open_seconds": first_open_s,
         "cold_open_seconds": cold_open_s,
