@@ -84,4 +84,4 @@ pub use store::{
     LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing, Store,
     VERIFIED_MARKER, failpoint, install_tls_provider, manifest_key, segment_key, segment_of_key,
 };
-pub use vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};
+pub use vectors::{SECOND_VECTOR, VECTOR_SCALAR, VectorIndex, write_vector_index};

@@ -46,6 +46,10 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// `segments/<id>/segment.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SegmentMeta {
@@ -66,6 +70,10 @@ pub struct SegmentMeta {
     pub model: ModelIdentity,
     /// Quantization of vectors.usearch: `f16` or `i8`.
     pub vector_scalar: String,
+    /// How many rows also have a second, title-only vector in vectors.usearch (format 4;
+    /// absent when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub second_vectors: u64,
     /// The oldest `updated_at` of the segment's rows.
     pub oldest_updated_at: Option<DateTime<Utc>>,
     /// The newest `updated_at` of the segment's rows.

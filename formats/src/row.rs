@@ -252,6 +252,12 @@ pub struct Row {
     #[serde(skip)]
     /// The row's vector from the embedding model (not in the serving index; Parquet only).
     pub embedding: Vec<f32>,
+    #[serde(skip)]
+    /// A second vector, of the title alone ([`Row::title_embedding_text`]), for the rows that
+    /// have one (empty otherwise): a commit is often asked for by what its subject says, and
+    /// the subject's own vector finds it where the subject + message vector does not. Searched
+    /// as one row with [`Row::embedding`] (the better of the two counts).
+    pub title_embedding: Vec<f32>,
     /// How many leading chars of `body` the model sees (all when `None`). A commit embeds its
     /// message, not its diff; the diff is there for BM25.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -307,6 +313,19 @@ impl Row {
             self.truncated = false;
         }
         self.content_sha256 = sha256_hex(self.embedding_text().as_bytes());
+    }
+
+    /// The text of the row's second, title-only vector: a commit's subject (its pull request's
+    /// title for a merge), when the row's main vector also embeds a message below it. `None`
+    /// for every other row, whose one vector is enough (docs/quality.md, "Several vectors per
+    /// row").
+    pub fn title_embedding_text(&self) -> Option<String> {
+        let title = self.title.as_deref().filter(|t| !t.trim().is_empty())?;
+        let embeds_more = match self.embed_chars {
+            Some(n) => self.body.chars().take(n).any(|c| !c.is_whitespace()),
+            None => !self.body.trim().is_empty(),
+        };
+        (self.kind() == RowType::Commit && embeds_more).then(|| format!("{title}\n"))
     }
 
     /// The text the model embeds: title and body (the model truncates further).
@@ -366,5 +385,20 @@ mod tests {
         }
         let err = "issues".parse::<RowType>().unwrap_err().to_string();
         assert!(err.contains("pull_request"), "{err}");
+    }
+
+    #[test]
+    fn only_a_commit_whose_vector_embeds_a_message_gets_a_title_vector() {
+        let mut c = Row::new(RowType::Commit, "o/r", "commit/abc", 0);
+        c.title = Some("Fix the parser".into());
+        c.set_body_split("It dropped the last token.\n", "\nFiles:\nsrc/parse.rs\n");
+        assert_eq!(c.title_embedding_text().as_deref(), Some("Fix the parser\n"));
+        // A subject alone: the row's one vector already is the title's.
+        c.set_body_split("", "\nFiles:\nsrc/parse.rs\n");
+        assert_eq!(c.title_embedding_text(), None);
+        let mut d = Row::new(RowType::Issue, "o/r", "issue/1", 0);
+        d.title = Some("Parser drops a token".into());
+        d.set_body("It does.");
+        assert_eq!(d.title_embedding_text(), None, "only commits have two vectors");
     }
 }

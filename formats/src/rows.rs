@@ -83,6 +83,12 @@ pub fn row_schema(dim: usize) -> SchemaRef {
             ),
             false,
         ),
+        // Null for the rows without a second vector (format 4; absent in older files).
+        Field::new(
+            "title_embedding",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+            true,
+        ),
     ]))
 }
 
@@ -110,13 +116,38 @@ fn times<'a>(values: impl Iterator<Item = Option<&'a DateTime<Utc>>>) -> ArrayRe
     )
 }
 
-/// Assembles rows into one Arrow batch. Every row must carry a `dim`-long embedding.
+/// Assembles rows into one Arrow batch. Every row must carry a `dim`-long embedding, and a
+/// `dim`-long title embedding or none.
 pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatError> {
     if let Some(bad) = rows.iter().find(|r| r.embedding.len() != dim) {
         return Err(FormatError::Schema {
             what: format!("row {}", bad.id),
             detail: format!("embedding has {} values, the model gives {dim}", bad.embedding.len()),
         });
+    }
+    if let Some(bad) =
+        rows.iter().find(|r| !r.title_embedding.is_empty() && r.title_embedding.len() != dim)
+    {
+        return Err(FormatError::Schema {
+            what: format!("row {}", bad.id),
+            detail: format!(
+                "title_embedding has {} values, the model gives {dim}",
+                bad.title_embedding.len()
+            ),
+        });
+    }
+    let mut title_emb = ListBuilder::new(Float32Builder::new()).with_field(Arc::new(Field::new(
+        "item",
+        DataType::Float32,
+        false,
+    )));
+    for r in rows {
+        if r.title_embedding.is_empty() {
+            title_emb.append_null();
+        } else {
+            title_emb.values().append_slice(&r.title_embedding);
+            title_emb.append(true);
+        }
     }
     let mut emb = FixedSizeListBuilder::with_capacity(
         Float32Builder::with_capacity(rows.len() * dim),
@@ -186,6 +217,7 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
         strings(rows.iter().map(|r| Some(r.content_sha256.as_str()))),
         Arc::new(rows.iter().map(|r| r.embed_chars.map(|n| n as i64)).collect::<Int64Array>()),
         embeddings,
+        Arc::new(title_emb.finish()),
     ];
     Ok(RecordBatch::try_new(row_schema(dim), columns)?)
 }
@@ -241,14 +273,18 @@ pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatErr
     Ok(())
 }
 
-/// Reads the rows of a rows.parquet file, with their embeddings when `with_embeddings`.
+/// Reads the rows of a rows.parquet file, with their embeddings (and title embeddings) when
+/// `with_embeddings`.
 pub fn read_rows(path: &Path, with_embeddings: bool) -> Result<Vec<Row>, FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
     let schema = builder.schema().clone();
     let keep: Vec<usize> = (0..schema.fields().len())
-        .filter(|&i| with_embeddings || schema.field(i).name() != "embedding")
+        .filter(|&i| {
+            with_embeddings
+                || !matches!(schema.field(i).name().as_str(), "embedding" | "title_embedding")
+        })
         .collect();
     let mask = ProjectionMask::roots(builder.parquet_schema(), keep);
     let reader =
@@ -330,6 +366,7 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
     let chunk_index = c.get::<Int32Array>("chunk_index")?;
     let embed_chars = c.get::<Int64Array>("embed_chars")?;
     let embedding = c.get::<FixedSizeListArray>("embedding")?;
+    let title_embedding = c.get::<ListArray>("title_embedding")?;
     for i in 0..batch.num_rows() {
         let row_type: RowType =
             kind.value(i).parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
@@ -343,6 +380,17 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
                 f.values().to_vec()
             }
             None => Vec::new(),
+        };
+        let title_embedding = match title_embedding {
+            Some(e) if !e.is_null(i) => {
+                let v = e.value(i);
+                let f = v
+                    .as_any()
+                    .downcast_ref::<Float32Array>()
+                    .ok_or("title_embedding items are not float32")?;
+                f.values().to_vec()
+            }
+            _ => Vec::new(),
         };
         out.push(Row {
             id: id.value(i).to_string(),
@@ -383,6 +431,7 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
             refs: str_list(refs, i),
             content_sha256: opt_str(sha, i).unwrap_or_default(),
             embedding,
+            title_embedding,
             embed_chars: opt_i64(embed_chars, i).map(|n| n as usize),
         });
     }
@@ -404,6 +453,7 @@ mod tests {
         a.created_at = DateTime::from_timestamp(1_700_000_000, 0);
         a.commit_sha = Some("abc".into());
         a.embedding = vec![0.5, -0.5];
+        a.title_embedding = vec![0.25, 0.75];
         let mut b = Row::new(RowType::Doc, "o/r", "file/README.md", 1);
         b.heading_path = vec!["Intro".into(), "Install".into()];
         b.set_body("run it");
@@ -411,7 +461,7 @@ mod tests {
         write_rows(&path, &[a.clone(), b.clone()], 2).unwrap();
         assert_eq!(read_rows(&path, true).unwrap(), vec![a.clone(), b]);
         let without = read_rows(&path, false).unwrap();
-        assert!(without[0].embedding.is_empty());
+        assert!(without[0].embedding.is_empty() && without[0].title_embedding.is_empty());
         assert_eq!(without[0].files_changed, a.files_changed);
     }
 

@@ -188,6 +188,10 @@ pub(crate) fn write_indexes(
     // The text and vector indexes are independent: build them side by side (each stays
     // deterministic; together they take the longer one's time, not the sum).
     let vectors: Vec<&[f32]> = input.rows.iter().map(|r| r.embedding.as_slice()).collect();
+    let second: Vec<(u32, &[f32])> = (input.rows.iter().enumerate())
+        .filter(|(_, r)| !r.title_embedding.is_empty())
+        .map(|(i, r)| (i as u32, r.title_embedding.as_slice()))
+        .collect();
     let (text, vecs) = std::thread::scope(|s| {
         let text = s.spawn(|| {
             write_serving_index(&dir.join(TEXT_DIR), input.rows.iter().copied(), &input.analyzers)?;
@@ -196,7 +200,7 @@ pub(crate) fn write_indexes(
             }
             Ok::<(), FormatError>(())
         });
-        let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), dim, &vectors);
+        let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), dim, &vectors, &second);
         (text.join(), vecs)
     });
     text.map_err(|_| FormatError::Schema {
@@ -234,6 +238,7 @@ pub(crate) fn finish_meta(
         rows_per_type,
         model,
         vector_scalar: VECTOR_SCALAR.to_string(),
+        second_vectors: rows.iter().filter(|r| !r.title_embedding.is_empty()).count() as u64,
         oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
         newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
         files,
@@ -319,6 +324,7 @@ impl Segment {
             &dir.join(VECTORS_USEARCH),
             meta.model.dim,
             meta.rows,
+            meta.second_vectors,
             &meta.vector_scalar,
         )?;
         let files_dir = dir.join(FILES_DIR);

@@ -32,13 +32,31 @@ fn options(dim: usize, quantization: ScalarKind) -> IndexOptions {
     }
 }
 
-/// Writes an HNSW index of `vectors` (key = position) to `path`.
-pub fn write_vector_index(path: &Path, dim: usize, vectors: &[&[f32]]) -> Result<(), FormatError> {
+/// The key of a row's second vector: [`SECOND_VECTOR`] + the row's ordinal (a row's first
+/// vector is keyed by its ordinal). A search reads either back as the ordinal.
+pub const SECOND_VECTOR: u64 = 1 << 32;
+
+/// The row ordinal a vector key stands for.
+fn ordinal_of(key: u64) -> u64 {
+    key & (SECOND_VECTOR - 1)
+}
+
+/// Writes an HNSW index of `vectors` (key = position) and of the `second` vectors of some rows
+/// (`(ordinal, vector)`, key = [`SECOND_VECTOR`] + ordinal) to `path`.
+pub fn write_vector_index(
+    path: &Path,
+    dim: usize,
+    vectors: &[&[f32]],
+    second: &[(u32, &[f32])],
+) -> Result<(), FormatError> {
     let err = vector_error(path);
     let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
-    index.reserve(vectors.len().max(1)).map_err(&err)?;
+    index.reserve((vectors.len() + second.len()).max(1)).map_err(&err)?;
     for (i, v) in vectors.iter().enumerate() {
         index.add(i as u64, v).map_err(&err)?;
+    }
+    for (ordinal, v) in second {
+        index.add(SECOND_VECTOR + *ordinal as u64, v).map_err(&err)?;
     }
     let s = path.to_str().ok_or_else(|| FormatError::Vectors {
         path: path.to_path_buf(),
@@ -87,6 +105,8 @@ impl Drop for SlotGuard<'_> {
 /// A read-only, memory-mapped vector index.
 pub struct VectorIndex {
     index: Index,
+    /// How many rows have a second vector.
+    second: u64,
     slots: Slots,
 }
 
@@ -99,8 +119,15 @@ impl std::fmt::Debug for VectorIndex {
 impl VectorIndex {
     /// Opens `path`, written with the quantization `scalar` names (segment.json's
     /// `vector_scalar`), as a view (mmap), after checking that its header fits the expected
-    /// dimension and row count and that the file is long enough for what the header claims.
-    pub fn open(path: &Path, dim: usize, rows: u64, scalar: &str) -> Result<Self, FormatError> {
+    /// dimension and vector count (`rows`, plus `second` rows' second vectors) and that the file
+    /// is long enough for what the header claims.
+    pub fn open(
+        path: &Path,
+        dim: usize,
+        rows: u64,
+        second: u64,
+        scalar: &str,
+    ) -> Result<Self, FormatError> {
         let bad = |detail: String| FormatError::Vectors { path: path.to_path_buf(), detail };
         let (kind, bytes_per_dim) = scalar_kind(scalar)
             .ok_or_else(|| bad(format!("vector_scalar {scalar:?} is not f16 or i8")))?;
@@ -113,15 +140,16 @@ impl VectorIndex {
                 meta.dimensions
             )));
         }
-        if meta.count_present != rows {
+        let vectors = rows.saturating_add(second);
+        if meta.count_present != vectors {
             return Err(bad(format!(
-                "header says {} vectors, segment has {rows} rows",
+                "header says {} vectors, segment has {rows} rows and {second} second vectors",
                 meta.count_present
             )));
         }
         // The vectors alone need this many bytes; a header claiming more than the file holds
         // is crafted or cut, and must not reach the native reader.
-        let min_bytes = rows.saturating_mul(dim as u64 * bytes_per_dim);
+        let min_bytes = vectors.saturating_mul(dim as u64 * bytes_per_dim);
         if file_len < min_bytes {
             return Err(bad(format!(
                 "file has {file_len} bytes, too short for {rows} vectors of {dim} dimensions"
@@ -130,14 +158,14 @@ impl VectorIndex {
         let index = Index::new(&options(dim, kind)).map_err(|e| bad(e.to_string()))?;
         index.view(s).map_err(|e| bad(format!("view: {e}")))?;
         index
-            .reserve_capacity_and_threads(rows as usize, SEARCH_SLOTS)
+            .reserve_capacity_and_threads(vectors as usize, SEARCH_SLOTS)
             .map_err(|e| bad(format!("reserving search threads: {e}")))?;
         let slots = Slots { free: std::sync::Mutex::new(SEARCH_SLOTS), freed: Default::default() };
-        Ok(VectorIndex { index, slots })
+        Ok(VectorIndex { index, second, slots })
     }
 
     /// Up to `limit` (ordinal, cosine similarity) pairs, best first, keeping only ordinals
-    /// `allow` accepts.
+    /// `allow` accepts. A row with two vectors counts once, by the closer one (max-sim).
     pub fn search(
         &self,
         query: &[f32],
@@ -147,13 +175,25 @@ impl VectorIndex {
         if self.index.size() == 0 {
             return Ok(Vec::new());
         }
+        // Both vectors of a row may come back: ask for enough to still give `limit` rows.
+        let wanted = limit + (self.second as usize).min(limit);
         let _slot = self.slots.acquire();
         let m = match allow {
-            Some(allow) => self.index.filtered_search(query, limit, allow),
-            None => self.index.search(query, limit),
+            Some(allow) => self.index.filtered_search(query, wanted, |k: u64| allow(ordinal_of(k))),
+            None => self.index.search(query, wanted),
         }
         .map_err(|e| FormatError::Vectors { path: Default::default(), detail: e.to_string() })?;
-        Ok(m.keys.into_iter().zip(m.distances).map(|(k, d)| (k, 1.0 - d)).collect())
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(limit);
+        for (k, d) in m.keys.into_iter().zip(m.distances) {
+            if out.len() == limit {
+                break;
+            }
+            if seen.insert(ordinal_of(k)) {
+                out.push((ordinal_of(k), 1.0 - d));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -168,8 +208,9 @@ mod tests {
         let vectors: Vec<Vec<f32>> =
             (0..200).map(|i| (0..8).map(|d| ((i * 7 + d) % 13) as f32 + 0.5).collect()).collect();
         let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        write_vector_index(&path, 8, &refs).unwrap();
-        let index = std::sync::Arc::new(VectorIndex::open(&path, 8, 200, VECTOR_SCALAR).unwrap());
+        write_vector_index(&path, 8, &refs, &[]).unwrap();
+        let index =
+            std::sync::Arc::new(VectorIndex::open(&path, 8, 200, 0, VECTOR_SCALAR).unwrap());
         let threads: Vec<_> = (0..SEARCH_SLOTS * 3)
             .map(|t| {
                 let index = index.clone();
@@ -184,5 +225,32 @@ mod tests {
                 assert_eq!(r.unwrap(), 5);
             }
         }
+    }
+
+    #[test]
+    fn a_row_with_two_vectors_is_found_by_either_once_with_the_closer_and_filtered_by_ordinal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.usearch");
+        let unit =
+            |d: usize| -> Vec<f32> { (0..8).map(|i| if i == d { 1.0 } else { 0.0 }).collect() };
+        // Rows 0..4 point along axes 0..4; row 1's second vector points along axis 6.
+        let vectors: Vec<Vec<f32>> = (0..4).map(unit).collect();
+        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let second = unit(6);
+        write_vector_index(&path, 8, &refs, &[(1, second.as_slice())]).unwrap();
+        assert!(VectorIndex::open(&path, 8, 4, 0, VECTOR_SCALAR).is_err(), "the count is checked");
+        let index = VectorIndex::open(&path, 8, 4, 1, VECTOR_SCALAR).unwrap();
+        // Along axis 6 only row 1's second vector is close: it answers as row 1.
+        let hits = index.search(&unit(6), 4, None).unwrap();
+        assert_eq!(hits[0].0, 1);
+        assert!(hits[0].1 > 0.99, "{hits:?}");
+        // Halfway between axis 1 and 6, both of row 1's vectors are close: one hit for row 1.
+        let mid: Vec<f32> = (0..8).map(|i| if i == 1 || i == 6 { 0.7 } else { 0.0 }).collect();
+        let hits = index.search(&mid, 4, None).unwrap();
+        assert_eq!(hits.iter().filter(|h| h.0 == 1).count(), 1, "{hits:?}");
+        assert_eq!(hits.len(), 4, "still four rows: {hits:?}");
+        // A filter sees ordinals: without row 1, its second vector is not found either.
+        let hits = index.search(&unit(6), 4, Some(&|k: u64| k != 1)).unwrap();
+        assert!(hits.iter().all(|h| h.0 != 1), "{hits:?}");
     }
 }

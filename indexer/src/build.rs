@@ -11,7 +11,7 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
-    ModelIdentity, Row, Store, cache_dir, read_rows, snapshot_id, start_segment,
+    ModelIdentity, Row, Store, cache_dir, read_rows, sha256_hex, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
@@ -100,7 +100,7 @@ pub struct BuildReport {
     pub rows: u64,
     /// Rows embedded by the model.
     pub embedded: u64,
-    /// Rows whose vector was reused from the current snapshot (same content hash).
+    /// Rows whose vectors were all reused from the current snapshot (same texts, same model).
     pub reused: u64,
     /// Segments written and uploaded.
     pub segments_written: usize,
@@ -159,33 +159,64 @@ pub(crate) enum Source {
     GitHub,
 }
 
-/// Fills every row's embedding: reused when its text and model are unchanged, else embedded.
-/// Returns (embedded, reused).
+/// Fills every row's embedding, and the title embedding of the rows that have one
+/// ([`Row::title_embedding_text`]): each reused when the same text was embedded before with
+/// this model (`previous`: sha256 of a text → its vector), else embedded. Returns (embedded,
+/// reused) in rows: a row counts as embedded when any of its vectors was computed.
 fn fill_vectors(
     rows: &mut [Row],
     previous: &HashMap<String, Vec<f32>>,
     embedder: &Embedder,
     pb: &ProgressBar,
 ) -> anyhow::Result<(u64, u64)> {
-    let mut todo = Vec::new();
-    let mut reused = 0u64;
+    let dim = embedder.identity().dim;
+    let reusable = |sha: &str| previous.get(sha).filter(|v| v.len() == dim);
+    // (row, whether the title vector, the text) of every vector to embed.
+    let mut todo: Vec<(usize, bool, String)> = Vec::new();
     for (i, row) in rows.iter_mut().enumerate() {
-        match previous.get(&row.content_sha256) {
-            Some(v) if v.len() == embedder.identity().dim => {
-                row.embedding = v.clone();
-                reused += 1;
+        match reusable(&row.content_sha256) {
+            Some(v) => row.embedding = v.clone(),
+            None => todo.push((i, false, row.embedding_text())),
+        }
+        row.title_embedding.clear();
+        if let Some(text) = row.title_embedding_text() {
+            match reusable(&sha256_hex(text.as_bytes())) {
+                Some(v) => row.title_embedding = v.clone(),
+                None => todo.push((i, true, text)),
             }
-            _ => todo.push(i),
         }
     }
+    let mut computed: Vec<usize> = todo.iter().map(|t| t.0).collect();
+    computed.dedup();
     pb.set_length(todo.len() as u64);
-    let texts: Vec<String> = todo.iter().map(|&i| rows[i].embedding_text()).collect();
-    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let refs: Vec<&str> = todo.iter().map(|t| t.2.as_str()).collect();
     let vectors = embedder.embed(&refs, |n| pb.inc(n as u64))?;
-    for (i, v) in todo.iter().zip(vectors) {
-        rows[*i].embedding = v;
+    for ((i, title, _), v) in todo.iter().zip(vectors) {
+        if *title {
+            rows[*i].title_embedding = v;
+        } else {
+            rows[*i].embedding = v;
+        }
     }
-    Ok((todo.len() as u64, reused))
+    let embedded = computed.len() as u64;
+    Ok((embedded, rows.len() as u64 - embedded))
+}
+
+/// What earlier vectors a build may reuse: sha256 of each text → its vector, from the rows of
+/// the repository's previous segment (main vectors by `content_sha256`, title vectors by the
+/// hash of their text).
+fn reusable_vectors(previous: Vec<Row>) -> HashMap<String, Vec<f32>> {
+    let mut out = HashMap::new();
+    for mut r in previous {
+        if let Some(text) = r.title_embedding_text() {
+            let title = std::mem::take(&mut r.title_embedding);
+            if !title.is_empty() {
+                out.insert(sha256_hex(text.as_bytes()), title);
+            }
+        }
+        out.insert(r.content_sha256, r.embedding);
+    }
+    out
 }
 
 /// What a build works on: the store, its current snapshot, the repositories the sources name
@@ -373,8 +404,7 @@ pub(crate) async fn embed_one(
     let repo = repo.as_str();
     let model = embedder.identity().clone();
     let t = Instant::now();
-    let previous: HashMap<String, Vec<f32>> =
-        previous.into_iter().map(|r| (r.content_sha256, r.embedding)).collect();
+    let previous = reusable_vectors(previous);
     let pb = bar(mp, rows.len() as u64, "embed");
     pb.set_message(repo.to_string());
     let (embedded, reused) = fill_vectors(&mut rows, &previous, embedder, &pb)?;

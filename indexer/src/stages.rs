@@ -81,6 +81,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         spinner.finish_and_clear();
         for r in &mut c.rows {
             r.embedding.clear();
+            r.title_embedding.clear();
         }
         let dir = work.path().join(repo_slug(repo));
         std::fs::create_dir_all(&dir)?;

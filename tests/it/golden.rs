@@ -43,7 +43,7 @@ fn the_golden_v3_snapshot_verifies_opens_and_answers_through_its_merged_segment(
 }
 
 #[test]
-fn the_golden_v4_snapshot_verifies_opens_and_answers_with_its_i8_vectors() {
+fn the_golden_v4_snapshot_verifies_opens_and_answers_with_its_i8_and_title_vectors() {
     let snapshot = std::fs::read_to_string(format!("{GOLDEN_V4}/LATEST")).unwrap();
     let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
     check_golden(GOLDEN_V4, latest["snapshot"].as_str().unwrap(), 4, 9);
@@ -72,8 +72,10 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
         };
         let opened = Segment::open(&serve_dir).unwrap();
         assert_eq!(opened.text.rows().unwrap().len(), rows);
-        // Format 4 wrote i8 vectors; every older format's f16 vectors still open as f16.
+        // Format 4 wrote i8 vectors, and a second (title-only) vector for the one commit with a
+        // message body; every older format's f16 vectors still open as f16, one per row.
         assert_eq!(opened.meta.vector_scalar, if version >= 4 { "i8" } else { "f16" });
+        assert_eq!(opened.meta.second_vectors, if version >= 4 { 1 } else { 0 });
         if version >= 3 {
             // Two repositories, served by one merged segment.
             assert_eq!(manifest.segments.len(), 2);
