@@ -336,6 +336,15 @@ fn str_list(a: Option<&ListArray>, i: usize) -> Vec<String> {
     (0..s.len()).filter(|&j| !s.is_null(j)).map(|j| s.value(j).to_string()).collect()
 }
 
+/// The values of one vector cell of column `name`.
+fn floats(cell: ArrayRef, name: &str) -> Result<Vec<f32>, String> {
+    let f = cell
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .ok_or_else(|| format!("{name} items are not float32"))?;
+    Ok(f.values().to_vec())
+}
+
 /// Appends the rows of one batch to `out`. Optional columns may be absent (a projection).
 pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), String> {
     let c = Cols(batch);
@@ -371,25 +380,11 @@ pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), Stri
         let row_type: RowType =
             kind.value(i).parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
         let embedding = match embedding {
-            Some(e) => {
-                let v = e.value(i);
-                let f = v
-                    .as_any()
-                    .downcast_ref::<Float32Array>()
-                    .ok_or("embedding items are not float32")?;
-                f.values().to_vec()
-            }
+            Some(e) => floats(e.value(i), "embedding")?,
             None => Vec::new(),
         };
         let title_embedding = match title_embedding {
-            Some(e) if !e.is_null(i) => {
-                let v = e.value(i);
-                let f = v
-                    .as_any()
-                    .downcast_ref::<Float32Array>()
-                    .ok_or("title_embedding items are not float32")?;
-                f.values().to_vec()
-            }
+            Some(e) if !e.is_null(i) => floats(e.value(i), "title_embedding")?,
             _ => Vec::new(),
         };
         out.push(Row {
