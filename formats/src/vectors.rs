@@ -8,7 +8,7 @@ use crate::error::FormatError;
 
 /// The quantization vectors.usearch is written with (from format 4; formats 1 to 3 wrote
 /// `f16`). usearch's i8 scales each vector to unit length and then by 127: half the bytes of
-/// f16, and no measured loss of retrieval quality (docs/performance.md, "RSS").
+/// f16, and no measured loss of retrieval quality (docs/performance.md, "Format 4").
 pub const VECTOR_SCALAR: &str = "i8";
 
 /// The usearch scalar kind a segment.json's `vector_scalar` names, and its bytes per dimension.
