@@ -60,12 +60,21 @@ impl Embedder {
     /// Loads `dir/model.onnx` and `dir/tokenizer.json` on `device`, with one session using
     /// every core: what batch embedding wants.
     pub fn load(dir: &Path, device: Device) -> Result<Self, EmbedError> {
-        Self::load_pooled(dir, device, 1)
+        Self::load_sessions(dir, device, 1, true)
     }
 
     /// Loads the model with `sessions` sessions sharing the cores: what a server answering
     /// concurrent queries wants (one query's embedding gains little from more threads).
     pub fn load_pooled(dir: &Path, device: Device, sessions: usize) -> Result<Self, EmbedError> {
+        Self::load_sessions(dir, device, sessions, false)
+    }
+
+    fn load_sessions(
+        dir: &Path,
+        device: Device,
+        sessions: usize,
+        spin: bool,
+    ) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, MAX_TOKENS)?;
         let model_bytes = std::fs::read(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
@@ -85,7 +94,7 @@ impl Embedder {
             builder = builder
                 .with_intra_threads((cores / pool).max(1))
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
-            if pool > 1 {
+            if !spin {
                 // Sessions that share the cores with each other (and with search) must not
                 // spin between runs: a spinning pool steals the core another query needs.
                 builder = builder
