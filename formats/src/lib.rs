@@ -84,4 +84,7 @@ pub use store::{
     LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing, Store,
     VERIFIED_MARKER, failpoint, install_tls_provider, manifest_key, segment_key, segment_of_key,
 };
-pub use vectors::{SECOND_VECTOR, VECTOR_SCALAR, VectorIndex, write_vector_index};
+pub use vectors::{
+    SECOND_VECTOR, VECTOR_SCALAR, VectorBase, VectorIndex, write_vector_index,
+    write_vector_index_from,
+};

@@ -19,8 +19,11 @@ use crate::files::{FILES_PARQUET, read_files};
 use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMeta};
 use crate::row::sha256_hex;
 use crate::rows::read_rows;
-use crate::segment::{IndexInputs, ROWS_PARQUET, finish_meta, read_segment_meta, write_indexes};
+use crate::segment::{
+    IndexInputs, ROWS_PARQUET, VECTORS_USEARCH, finish_meta, read_segment_meta, write_indexes,
+};
 use crate::serving::Analyzers;
+use crate::vectors::{VECTOR_SCALAR, VectorBase};
 
 /// Build segments with fewer rows than this are merged in the first tier.
 pub const MERGE_BELOW_ROWS: u64 = 32_768;
@@ -109,6 +112,7 @@ pub fn write_merged_segment(
     let mut files = Vec::new();
     let mut members = Vec::new();
     let mut repos = Vec::new();
+    let mut first_member = None;
     for m in member_dirs {
         let meta = read_segment_meta(m)?;
         if meta.model.model_sha256 != model.model_sha256 {
@@ -118,16 +122,31 @@ pub fn write_merged_segment(
             });
         }
         rows.extend(read_rows(&m.join(ROWS_PARQUET), true)?);
+        if first_member.is_none() {
+            // Its vectors.usearch holds exactly its rows.parquet's rows (checked on load too).
+            first_member = Some((meta.vector_scalar.clone(), rows.len()));
+        }
         files.extend(
             read_files(&m.join(FILES_PARQUET))?.into_iter().map(|f| (meta.repo.clone(), f)),
         );
         members.push(meta.id);
         repos.push(meta.repo);
     }
+    // The first member's vector graph is the start of the merged one (its rows come first):
+    // only the other members' vectors are inserted. A member of an older format (f16
+    // vectors) is inserted like the others.
+    let base_path = member_dirs.first().map(|m| m.join(VECTORS_USEARCH));
+    let vector_base = match (first_member, &base_path) {
+        (Some((scalar, rows)), Some(path)) if scalar == VECTOR_SCALAR && rows > 0 => {
+            Some(VectorBase { path, rows })
+        }
+        _ => None,
+    };
     let input = IndexInputs {
         rows: rows.iter().collect(),
         files: files.iter().map(|(r, f)| (r.as_str(), f)).collect(),
         analyzers: Analyzers::current(),
+        vector_base,
     };
     write_indexes(dir, &input, model.dim)?;
     crate::edges::merge_edge_indexes(dir, member_dirs)?;

@@ -28,7 +28,7 @@ use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
 use crate::row::{Row, sha256_hex};
 use crate::rows::{read_rows, write_rows};
 use crate::serving::{Analyzers, ServingIndex, write_serving_index};
-use crate::vectors::{VECTOR_SCALAR, VectorIndex, write_vector_index};
+use crate::vectors::{VECTOR_SCALAR, VectorBase, VectorIndex, write_vector_index_from};
 
 /// The file name of a segment's metadata.
 pub const SEGMENT_JSON: &str = "segment.json";
@@ -157,6 +157,7 @@ impl SegmentDraft {
             rows: rows.iter().collect(),
             files: files.iter().map(|f| (repo.as_str(), f)).collect(),
             analyzers: Analyzers::current(),
+            vector_base: None,
         };
         write_indexes(&self.dir, &indexed, self.model.dim)?;
         merge_edge_indexes(&self.dir, std::slice::from_ref(&self.dir))?;
@@ -177,6 +178,8 @@ pub(crate) struct IndexInputs<'a> {
     pub(crate) rows: Vec<&'a Row>,
     pub(crate) files: Vec<(&'a str, &'a FileText)>,
     pub(crate) analyzers: Analyzers,
+    /// A vector index that already holds the first rows (a merge's first member).
+    pub(crate) vector_base: Option<VectorBase<'a>>,
 }
 
 /// Writes `text/`, `files/` (when there are files) and `vectors.usearch` into `dir`.
@@ -200,7 +203,13 @@ pub(crate) fn write_indexes(
             }
             Ok::<(), FormatError>(())
         });
-        let vecs = write_vector_index(&dir.join(VECTORS_USEARCH), dim, &vectors, &second);
+        let vecs = write_vector_index_from(
+            &dir.join(VECTORS_USEARCH),
+            dim,
+            &vectors,
+            &second,
+            input.vector_base,
+        );
         (text.join(), vecs)
     });
     text.map_err(|_| FormatError::Schema {

@@ -49,21 +49,71 @@ pub fn write_vector_index(
     vectors: &[&[f32]],
     second: &[(u32, &[f32])],
 ) -> Result<(), FormatError> {
+    write_vector_index_from(path, dim, vectors, second, None)
+}
+
+/// An index already written for the first rows of a new one: the vectors of ordinals below
+/// `rows` (and their second vectors), in [`VECTOR_SCALAR`].
+#[derive(Debug, Clone, Copy)]
+pub struct VectorBase<'a> {
+    /// Its `vectors.usearch`.
+    pub path: &'a Path,
+    /// The rows it holds: ordinals `0..rows`.
+    pub rows: usize,
+}
+
+/// [`write_vector_index`], starting from `base`'s graph when given: only the vectors of
+/// ordinals from `base.rows` on are inserted (what a merge of segments costs is then the
+/// members after the first, not all of them). Deterministic either way.
+pub fn write_vector_index_from(
+    path: &Path,
+    dim: usize,
+    vectors: &[&[f32]],
+    second: &[(u32, &[f32])],
+    base: Option<VectorBase<'_>>,
+) -> Result<(), FormatError> {
     let err = vector_error(path);
     let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
+    let start = match base {
+        None => 0,
+        Some(b) => {
+            index.load(utf8(b.path)?).map_err(vector_error(b.path))?;
+            let base_second = second.iter().filter(|(o, _)| (*o as usize) < b.rows).count();
+            if b.rows > vectors.len()
+                || index.size() != b.rows + base_second
+                || index.dimensions() != dim
+            {
+                return Err(FormatError::Vectors {
+                    path: b.path.to_path_buf(),
+                    detail: format!(
+                        "holds {} vectors of {} dimensions, not the {} rows and {base_second} \
+                         second vectors of the merge's first member",
+                        index.size(),
+                        index.dimensions(),
+                        b.rows
+                    ),
+                });
+            }
+            b.rows
+        }
+    };
     index.reserve((vectors.len() + second.len()).max(1)).map_err(&err)?;
-    for (i, v) in vectors.iter().enumerate() {
+    for (i, v) in vectors.iter().enumerate().skip(start) {
         index.add(i as u64, v).map_err(&err)?;
     }
-    for (ordinal, v) in second {
+    for (ordinal, v) in second.iter().filter(|(o, _)| *o as usize >= start) {
         index.add(SECOND_VECTOR + *ordinal as u64, v).map_err(&err)?;
     }
-    let s = path.to_str().ok_or_else(|| FormatError::Vectors {
+    index.save(utf8(path)?).map_err(&err)?;
+    Ok(())
+}
+
+/// The path as usearch takes it.
+fn utf8(path: &Path) -> Result<&str, FormatError> {
+    path.to_str().ok_or_else(|| FormatError::Vectors {
         path: path.to_path_buf(),
         detail: "path is not valid UTF-8".into(),
-    })?;
-    index.save(s).map_err(&err)?;
-    Ok(())
+    })
 }
 
 fn vector_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> FormatError + '_ {
@@ -131,7 +181,7 @@ impl VectorIndex {
         let bad = |detail: String| FormatError::Vectors { path: path.to_path_buf(), detail };
         let (kind, bytes_per_dim) = scalar_kind(scalar)
             .ok_or_else(|| bad(format!("vector_scalar {scalar:?} is not f16 or i8")))?;
-        let s = path.to_str().ok_or_else(|| bad("path is not valid UTF-8".into()))?;
+        let s = utf8(path)?;
         let file_len = std::fs::metadata(path).map_err(|e| FormatError::io(path, e))?.len();
         let meta = Index::metadata(s).map_err(|e| bad(format!("header: {e}")))?;
         if meta.dimensions as usize != dim {
@@ -252,5 +302,33 @@ mod tests {
         // A filter sees ordinals: without row 1, its second vector is not found either.
         let hits = index.search(&unit(6), 4, Some(&|k: u64| k != 1)).unwrap();
         assert!(hits.iter().all(|h| h.0 != 1), "{hits:?}");
+    }
+
+    #[test]
+    fn an_index_extended_from_a_base_holds_every_row_and_second_vector_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit =
+            |d: usize| -> Vec<f32> { (0..8).map(|i| if i == d { 1.0 } else { 0.0 }).collect() };
+        // Rows 0..3 are the base (row 1 has a second vector); rows 3..6 are added to it (row 4
+        // has one too).
+        let vectors: Vec<Vec<f32>> = (0..6).map(unit).collect();
+        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let (s1, s4) = (unit(6), unit(7));
+        let base = dir.path().join("base.usearch");
+        write_vector_index(&base, 8, &refs[..3], &[(1, s1.as_slice())]).unwrap();
+        let path = dir.path().join("v.usearch");
+        let second = [(1, s1.as_slice()), (4, s4.as_slice())];
+        let from = Some(VectorBase { path: &base, rows: 3 });
+        write_vector_index_from(&path, 8, &refs, &second, from).unwrap();
+        let index = VectorIndex::open(&path, 8, 6, 2, VECTOR_SCALAR).unwrap();
+        for (row, v) in [(0, unit(0)), (1, unit(6)), (3, unit(3)), (4, unit(7)), (5, unit(5))] {
+            let hits = index.search(&v, 6, None).unwrap();
+            assert_eq!(hits[0].0, row, "{hits:?}");
+            assert_eq!(hits.len(), 6, "every row once: {hits:?}");
+        }
+        // A base that does not hold what it is said to hold is refused, naming the file.
+        let wrong = Some(VectorBase { path: &base, rows: 2 });
+        let err = write_vector_index_from(&path, 8, &refs, &second, wrong).unwrap_err();
+        assert!(err.to_string().contains("base.usearch"), "{err}");
     }
 }
