@@ -49,6 +49,6 @@ pub use snapshot::{
     OpenError, OpenSegments, OpenSnapshot, default_cache, open_snapshot, open_snapshot_in,
     pull_snapshot,
 };
-pub use state::AppState;
+pub use state::{AppState, query_embedder};
 pub use tools::{ToolAnswer, ToolSpec, call_tool, call_tool_as, call_tool_via, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::{Device, Embedder, Store};
+use hubdex_formats::Store;
 use hubdex_server::Reranker;
 use hubdex_server::{
     AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
@@ -295,10 +295,9 @@ async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Res
     let model = cli.model.clone().unwrap_or_else(default_model);
     let dir =
         hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let sessions = cli.embed_sessions.unwrap_or(cores / 4).max(1);
+    let sessions = cli.embed_sessions;
     let embedder =
-        tokio::task::spawn_blocking(move || Embedder::load_pooled(&dir, Device::Cpu, sessions))
+        tokio::task::spawn_blocking(move || hubdex_server::query_embedder(&dir, sessions))
             .await??;
     if embedder.identity().model_sha256 != snap.manifest.model.model_sha256 {
         anyhow::bail!(

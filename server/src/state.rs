@@ -15,6 +15,17 @@ use crate::snapshot::{OpenSegments, OpenSnapshot, open_snapshot_in};
 /// Pinned snapshots kept open besides the current one.
 const PINNED_OPEN: usize = 4;
 
+/// The query embedder a server loads: `sessions` ONNX sessions (default one per four cores, at
+/// least one), each on its share of the cores and not spinning between queries (they share the
+/// cores with search).
+pub fn query_embedder(
+    dir: &std::path::Path,
+    sessions: Option<usize>,
+) -> Result<Embedder, hubdex_formats::EmbedError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Embedder::load_pooled(dir, hubdex_formats::Device::Cpu, sessions.unwrap_or(cores / 4).max(1))
+}
+
 /// Shared server state.
 pub struct AppState {
     /// Where snapshots are read from.

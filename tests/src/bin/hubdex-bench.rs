@@ -387,7 +387,8 @@ async fn search_bench(
     let snap = open_snapshot(&store, cache.path(), None).await?;
     let cold_open_s = t.elapsed().as_secs_f64();
     let rss_open = rss_kib();
-    let embedder = Embedder::load(model, Device::Cpu)?;
+    // The embedder `hubdex serve` loads, so that in process and served differ only by serving.
+    let embedder = hubdex_server::query_embedder(model, None)?;
     let queries = load_queries(queries, n)?;
     let mut embed_ms = Vec::new();
     let mut vectors = Vec::new();
