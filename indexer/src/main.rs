@@ -148,10 +148,14 @@ fn print_report(r: &BuildReport) {
         r.snapshot_bytes,
         if r.rows > 0 { r.snapshot_bytes as f64 / r.rows as f64 } else { 0.0 }
     );
+    // A rate of nothing says nothing: a build that reused every vector says so instead.
+    let embedding = if r.embedded == 0 {
+        "none (every vector reused)".to_string()
+    } else {
+        format!("{:.2}s ({:.0} rows/s)", r.embed_seconds, rows_per_s(r.embedded, r.embed_seconds))
+    };
     eprintln!(
-        "time: embedding {:.2}s ({:.0} rows/s), the rest {:.2}s ({:.0} rows/s)",
-        r.embed_seconds,
-        rows_per_s(r.embedded, r.embed_seconds),
+        "time: embedding {embedding}, the rest {:.2}s ({:.0} rows/s)",
         r.other_seconds(),
         rows_per_s(r.rows, r.other_seconds())
     );
