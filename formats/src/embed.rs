@@ -63,8 +63,9 @@ impl Embedder {
         Self::load_sessions(dir, device, 1, true)
     }
 
-    /// Loads the model with `sessions` sessions sharing the cores: what a server answering
-    /// concurrent queries wants (one query's embedding gains little from more threads).
+    /// Loads the model with `sessions` sessions sharing the cores, none spinning between runs:
+    /// what a server answering concurrent queries wants (one query's embedding gains little
+    /// from more threads, and search needs the cores a spinning pool would hold).
     pub fn load_pooled(dir: &Path, device: Device, sessions: usize) -> Result<Self, EmbedError> {
         Self::load_sessions(dir, device, sessions, false)
     }

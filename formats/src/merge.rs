@@ -112,8 +112,12 @@ pub fn write_merged_segment(
     let mut files = Vec::new();
     let mut members = Vec::new();
     let mut repos = Vec::new();
-    let mut first_member = None;
-    for m in member_dirs {
+    // The first member's vector graph is the start of the merged one (its rows come first):
+    // only the other members' vectors are inserted. A first member of an older format (f16
+    // vectors) cannot start it: then every vector is inserted.
+    let first_graph = member_dirs.first().map(|m| m.join(VECTORS_USEARCH));
+    let mut vector_base = None;
+    for (k, m) in member_dirs.iter().enumerate() {
         let meta = read_segment_meta(m)?;
         if meta.model.model_sha256 != model.model_sha256 {
             return Err(FormatError::Schema {
@@ -122,9 +126,9 @@ pub fn write_merged_segment(
             });
         }
         rows.extend(read_rows(&m.join(ROWS_PARQUET), true)?);
-        if first_member.is_none() {
+        if k == 0 && meta.vector_scalar == VECTOR_SCALAR && !rows.is_empty() {
             // Its vectors.usearch holds exactly its rows.parquet's rows (checked on load too).
-            first_member = Some((meta.vector_scalar.clone(), rows.len()));
+            vector_base = first_graph.as_deref().map(|path| VectorBase { path, rows: rows.len() });
         }
         files.extend(
             read_files(&m.join(FILES_PARQUET))?.into_iter().map(|f| (meta.repo.clone(), f)),
@@ -132,16 +136,6 @@ pub fn write_merged_segment(
         members.push(meta.id);
         repos.push(meta.repo);
     }
-    // The first member's vector graph is the start of the merged one (its rows come first):
-    // only the other members' vectors are inserted. A member of an older format (f16
-    // vectors) is inserted like the others.
-    let base_path = member_dirs.first().map(|m| m.join(VECTORS_USEARCH));
-    let vector_base = match (first_member, &base_path) {
-        (Some((scalar, rows)), Some(path)) if scalar == VECTOR_SCALAR && rows > 0 => {
-            Some(VectorBase { path, rows })
-        }
-        _ => None,
-    };
     let input = IndexInputs {
         rows: rows.iter().collect(),
         files: files.iter().map(|(r, f)| (r.as_str(), f)).collect(),

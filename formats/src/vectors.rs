@@ -202,7 +202,7 @@ impl VectorIndex {
         let min_bytes = vectors.saturating_mul(dim as u64 * bytes_per_dim);
         if file_len < min_bytes {
             return Err(bad(format!(
-                "file has {file_len} bytes, too short for {rows} vectors of {dim} dimensions"
+                "file has {file_len} bytes, too short for {vectors} vectors of {dim} dimensions"
             )));
         }
         let index = Index::new(&options(dim, kind)).map_err(|e| bad(e.to_string()))?;
