@@ -16,6 +16,13 @@ use crate::snapshot::OpenSnapshot;
 /// The RRF constant: a document at rank r contributes 1 / (K + r).
 pub const RRF_K: f64 = 60.0;
 
+/// A row whose vector is at least this close to the query's (cosine) says nearly exactly what
+/// was asked: a pasted commit subject, an issue's title. `fusion: rrf` ranks such rows above
+/// every fused score, the closest first (their `score` is 1 + the cosine, above any RRF sum).
+/// 0.95 sits between a copy of the text (1.0 for this model) and the closest rows natural
+/// questions reach on the eval sets (docs/quality.md).
+pub(crate) const KNOWN_ITEM_COSINE: f32 = 0.95;
+
 /// Candidates the cross-encoder rescores when `rerank` is asked for.
 pub const RERANK_CANDIDATES: usize = 30;
 
@@ -400,19 +407,23 @@ pub fn search_with_vector(
     let (s_min, s_span) = range_of(&sparse);
     let (d_min, d_span) = range_of(&dense);
     for c in cands.values_mut() {
-        c.fused = match (req.fusion, req.blend) {
-            (Fusion::Rrf, Blend::Rrf { k, w_sparse, w_dense }) => {
+        // A row that nearly repeats the query comes first, whatever the blend.
+        let known = c.dense.map(|(s, _)| s).filter(|s| *s >= KNOWN_ITEM_COSINE);
+        c.fused = match (req.fusion, req.blend, known) {
+            (Fusion::Rrf, _, Some(cosine)) => 1.0 + cosine as f64,
+            (Fusion::Rrf, Blend::Rrf { k, w_sparse, w_dense }, None) => {
                 c.sparse.map_or(0.0, |(_, r)| w_sparse / (k + r as f64))
                     + c.dense.map_or(0.0, |(_, r)| w_dense / (k + r as f64))
             }
-            (Fusion::Rrf, Blend::MinMax { w_dense }) => {
+            (Fusion::Rrf, Blend::MinMax { w_dense }, None) => {
                 (1.0 - w_dense) * c.sparse.map_or(0.0, |(s, _)| (s as f64 - s_min) / s_span)
                     + w_dense * c.dense.map_or(0.0, |(s, _)| (s as f64 - d_min) / d_span)
             }
-            (Fusion::DenseOnly, _) => c.dense.map_or(0.0, |(s, _)| s as f64),
-            (Fusion::SparseOnly, _) => c.sparse.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::DenseOnly, ..) => c.dense.map_or(0.0, |(s, _)| s as f64),
+            (Fusion::SparseOnly, ..) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
+
     // Ties break on row id so the same snapshot always gives the same order. Ids come from the
     // mapped id column, and only for candidates whose score another one shares.
     let mut ranked: Vec<(Key, Candidate, String)> =

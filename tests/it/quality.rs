@@ -274,3 +274,39 @@ fn a_commit_search_finds_a_commit_by_a_diff_row_and_shows_the_commit() {
         assert_eq!(answer["results"][0]["type"], "diff", "{answer:#}");
     });
 }
+
+#[test]
+fn a_query_that_repeats_a_commit_subject_finds_that_commit_first_though_bm25_prefers_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("resolver");
+    hubdex_tests::make_near_duplicate_repo(&repo);
+    let store = dir.path().join("store");
+    runtime().block_on(hubdex_indexer::build(&options(&store, &repo))).unwrap();
+    runtime().block_on(async {
+        let st = state(&store).await;
+        let search = |query: &str, fusion: &str| {
+            let a = args(json!({"query": query, "type": "commit", "fusion": fusion}));
+            let st = st.clone();
+            async move { call_tool(&st, "search", &a).await.unwrap() }
+        };
+        let title =
+            |answer: &Value, i: usize| answer["results"][i]["title"].as_str().map(String::from);
+        let known = hubdex_tests::KNOWN_SUBJECT;
+        let applied = format!("{known} (applied)");
+        // The premise: BM25 alone ranks the longer commit that repeats the words first.
+        let sparse = search(known, "sparse_only").await;
+        assert_eq!(title(&sparse, 0).as_deref(), Some(applied.as_str()), "{sparse:#}");
+        // Fused, the commit whose subject the query repeats comes first, scored above any RRF
+        // sum (1 + its cosine), and the near copy after it.
+        let fused = search(known, "rrf").await;
+        assert_eq!(title(&fused, 0).as_deref(), Some(known), "{fused:#}");
+        let first = &fused["results"][0];
+        assert!(first["dense_score"].as_f64().unwrap() >= 0.95, "{fused:#}");
+        assert!(first["score"].as_f64().unwrap() > 1.9, "{fused:#}");
+        // A question in other words is ranked by RRF alone: no score reaches 1.
+        let asked = search("relative paths mistaken for a repository name", "rrf").await;
+        let results = asked["results"].as_array().unwrap();
+        assert!(!results.is_empty(), "{asked:#}");
+        assert!(results.iter().all(|r| r["score"].as_f64().unwrap() < 1.0), "{asked:#}");
+    });
+}

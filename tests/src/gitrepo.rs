@@ -271,3 +271,31 @@ pub fn make_long_diff_repo(dir: &Path) {
     git(dir, &["add", "."], 2);
     git(dir, &["commit", "-q", "-m", "Grow the table\n\nMore entries."], 2);
 }
+
+/// The subject of [`make_near_duplicate_repo`]'s second commit, word for word.
+pub const KNOWN_SUBJECT: &str = "A ./path or ../path is never taken for owner/name";
+
+/// Makes a repository whose second commit's subject is [`KNOWN_SUBJECT`] and whose third
+/// repeats it with " (applied)", in a description that says it again, changing files named by
+/// its words: BM25 prefers the third for the second's subject.
+pub fn make_near_duplicate_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir repo");
+    git(dir, &["init", "-q", "-b", "main"], 0);
+    write(dir, "README.md", "# Resolver\n\nTurns what a user typed into a repository.\n");
+    git(dir, &["add", "."], 1);
+    git(dir, &["commit", "-q", "-m", "Start the resolver"], 1);
+    write(dir, "src/resolve.rs", "pub fn resolve(arg: &str) -> bool {\n    arg.contains('/')\n}\n");
+    git(dir, &["add", "."], 2);
+    git(dir, &["commit", "-q", "-m", KNOWN_SUBJECT], 2);
+    write(
+        dir,
+        "src/path/owner_name.rs",
+        "/// A ./path or ../path is a path, never owner/name.\npub fn path_or_owner_name(path: &str) -> bool {\n    !path.starts_with(\"./\") && !path.starts_with(\"../\")\n}\n",
+    );
+    let message = format!(
+        "{KNOWN_SUBJECT} (applied)\n\nApplies the rule everywhere: a ./path or ../path is a path, \
+         never owner/name, and owner/name is never a path."
+    );
+    git(dir, &["add", "."], 3);
+    git(dir, &["commit", "-q", "-m", &message], 3);
+}

@@ -7,7 +7,7 @@ mod gitrepo;
 mod paths;
 
 pub use gitrepo::{
-    CODE_FILES, GeneratedRepo, LATE_FUNCTION, PARAPHRASES, make_code_repo, make_long_diff_repo,
-    make_repo,
+    CODE_FILES, GeneratedRepo, KNOWN_SUBJECT, LATE_FUNCTION, PARAPHRASES, make_code_repo,
+    make_long_diff_repo, make_near_duplicate_repo, make_repo,
 };
 pub use paths::{bin, free_port, model_dir, node_dir, python, wait_for_http};
