@@ -15,14 +15,19 @@ fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().unwrap().clone()
 }
 
-/// A store built from the seven-language repository.
-fn code_store() -> (tempfile::TempDir, std::path::PathBuf) {
+/// A store built from the repository `make` writes into `<tmp>/<name>`.
+fn store_of(name: &str, make: fn(&std::path::Path)) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("shop");
-    make_code_repo(&repo);
+    let repo = dir.path().join(name);
+    make(&repo);
     let store = dir.path().join("store");
     runtime().block_on(hubdex_indexer::build(&options(&store, &repo))).unwrap();
     (dir, store)
+}
+
+/// A store built from the seven-language repository.
+fn code_store() -> (tempfile::TempDir, std::path::PathBuf) {
+    store_of("shop", make_code_repo)
 }
 
 #[test]
@@ -242,11 +247,7 @@ fn first_sha(repo: &std::path::Path) -> String {
 
 #[test]
 fn a_commit_search_finds_a_commit_by_a_diff_row_and_shows_the_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("shards");
-    hubdex_tests::make_long_diff_repo(&repo);
-    let store = dir.path().join("store");
-    runtime().block_on(hubdex_indexer::build(&options(&store, &repo))).unwrap();
+    let (_dir, store) = store_of("shards", hubdex_tests::make_long_diff_repo);
     runtime().block_on(async {
         let st = state(&store).await;
         let snap = st.current.load_full();
@@ -277,11 +278,7 @@ fn a_commit_search_finds_a_commit_by_a_diff_row_and_shows_the_commit() {
 
 #[test]
 fn a_query_that_repeats_a_commit_subject_finds_that_commit_first_though_bm25_prefers_another() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("resolver");
-    hubdex_tests::make_near_duplicate_repo(&repo);
-    let store = dir.path().join("store");
-    runtime().block_on(hubdex_indexer::build(&options(&store, &repo))).unwrap();
+    let (_dir, store) = store_of("resolver", hubdex_tests::make_near_duplicate_repo);
     runtime().block_on(async {
         let st = state(&store).await;
         let search = |query: &str, fusion: &str| {

@@ -242,15 +242,26 @@ pub const CODE_FILES: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
-/// Makes a repository of one commit holding [`CODE_FILES`].
-pub fn make_code_repo(dir: &Path) {
+/// A new repository in `dir`, with no commits.
+fn init(dir: &Path) {
     std::fs::create_dir_all(dir).expect("mkdir repo");
     git(dir, &["init", "-q", "-b", "main"], 0);
-    for (path, text, _) in CODE_FILES {
+}
+
+/// Writes `files` (path, text) and commits them with `message`, dated `day`.
+fn commit(dir: &Path, files: &[(&str, &str)], message: &str, day: u32) {
+    for (path, text) in files {
         write(dir, path, text);
     }
-    git(dir, &["add", "."], 1);
-    git(dir, &["commit", "-q", "-m", "Add the shop services in seven languages"], 1);
+    git(dir, &["add", "."], day);
+    git(dir, &["commit", "-q", "-m", message], day);
+}
+
+/// Makes a repository of one commit holding [`CODE_FILES`].
+pub fn make_code_repo(dir: &Path) {
+    init(dir);
+    let files: Vec<(&str, &str)> = CODE_FILES.iter().map(|(p, t, _)| (*p, *t)).collect();
+    commit(dir, &files, "Add the shop services in seven languages", 1);
 }
 
 /// The function only the second file of [`make_long_diff_repo`]'s big commit defines.
@@ -260,16 +271,21 @@ pub const LATE_FUNCTION: &str = "zephyr_rebalance_shards";
 /// lines a commit row keeps, a file defining [`LATE_FUNCTION`]: only that commit's diff row
 /// has the name.
 pub fn make_long_diff_repo(dir: &Path) {
-    std::fs::create_dir_all(dir).expect("mkdir repo");
-    git(dir, &["init", "-q", "-b", "main"], 0);
-    write(dir, "README.md", "# Shards\n\nA tiny shard balancer.\n");
-    git(dir, &["add", "."], 1);
-    git(dir, &["commit", "-q", "-m", "Start the shard balancer"], 1);
+    init(dir);
+    commit(
+        dir,
+        &[("README.md", "# Shards\n\nA tiny shard balancer.\n")],
+        "Start the shard balancer",
+        1,
+    );
     let big: String = (0..300).map(|i| format!("entry {i}\n")).collect();
-    write(dir, "a_table.txt", &big);
-    write(dir, "z_balance.rs", &format!("pub fn {LATE_FUNCTION}() -> usize {{\n    42\n}}\n"));
-    git(dir, &["add", "."], 2);
-    git(dir, &["commit", "-q", "-m", "Grow the table\n\nMore entries."], 2);
+    let late = format!("pub fn {LATE_FUNCTION}() -> usize {{\n    42\n}}\n");
+    commit(
+        dir,
+        &[("a_table.txt", &big), ("z_balance.rs", &late)],
+        "Grow the table\n\nMore entries.",
+        2,
+    );
 }
 
 /// The subject of [`make_near_duplicate_repo`]'s second commit, word for word.
@@ -279,23 +295,17 @@ pub const KNOWN_SUBJECT: &str = "A ./path or ../path is never taken for owner/na
 /// repeats it with " (applied)", in a description that says it again, changing files named by
 /// its words: BM25 prefers the third for the second's subject.
 pub fn make_near_duplicate_repo(dir: &Path) {
-    std::fs::create_dir_all(dir).expect("mkdir repo");
-    git(dir, &["init", "-q", "-b", "main"], 0);
-    write(dir, "README.md", "# Resolver\n\nTurns what a user typed into a repository.\n");
-    git(dir, &["add", "."], 1);
-    git(dir, &["commit", "-q", "-m", "Start the resolver"], 1);
-    write(dir, "src/resolve.rs", "pub fn resolve(arg: &str) -> bool {\n    arg.contains('/')\n}\n");
-    git(dir, &["add", "."], 2);
-    git(dir, &["commit", "-q", "-m", KNOWN_SUBJECT], 2);
-    write(
-        dir,
-        "src/path/owner_name.rs",
-        "/// A ./path or ../path is a path, never owner/name.\npub fn path_or_owner_name(path: &str) -> bool {\n    !path.starts_with(\"./\") && !path.starts_with(\"../\")\n}\n",
-    );
+    init(dir);
+    let readme = "# Resolver\n\nTurns what a user typed into a repository.\n";
+    commit(dir, &[("README.md", readme)], "Start the resolver", 1);
+    let resolve = "pub fn resolve(arg: &str) -> bool {\n    arg.contains('/')\n}\n";
+    commit(dir, &[("src/resolve.rs", resolve)], KNOWN_SUBJECT, 2);
+    let owner_name = "/// A ./path or ../path is a path, never owner/name.\n\
+        pub fn path_or_owner_name(path: &str) -> bool {\n    \
+        !path.starts_with(\"./\") && !path.starts_with(\"../\")\n}\n";
     let message = format!(
         "{KNOWN_SUBJECT} (applied)\n\nApplies the rule everywhere: a ./path or ../path is a path, \
          never owner/name, and owner/name is never a path."
     );
-    git(dir, &["add", "."], 3);
-    git(dir, &["commit", "-q", "-m", &message], 3);
+    commit(dir, &[("src/path/owner_name.rs", owner_name)], &message, 3);
 }
