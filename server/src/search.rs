@@ -423,7 +423,6 @@ pub fn search_with_vector(
             (Fusion::SparseOnly, ..) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
-
     // Ties break on row id so the same snapshot always gives the same order. Ids come from the
     // mapped id column, and only for candidates whose score another one shares.
     let mut ranked: Vec<(Key, Candidate, String)> =

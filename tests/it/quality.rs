@@ -294,7 +294,7 @@ fn a_query_that_repeats_a_commit_subject_finds_that_commit_first_though_bm25_pre
         let sparse = search(known, "sparse_only").await;
         assert_eq!(title(&sparse, 0).as_deref(), Some(applied.as_str()), "{sparse:#}");
         // Fused, the commit whose subject the query repeats comes first, scored above any RRF
-        // sum (1 + its cosine), and the near copy after it.
+        // sum (1 + its cosine).
         let fused = search(known, "rrf").await;
         assert_eq!(title(&fused, 0).as_deref(), Some(known), "{fused:#}");
         let first = &fused["results"][0];
