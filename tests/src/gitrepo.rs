@@ -107,13 +107,12 @@ fn write(dir: &Path, rel: &str, text: &str) {
 /// files, a feature branch of 4 commits merged with a merge commit, a commit whose message is
 /// Latin-1 (not UTF-8), and a commit adding a 300-line file.
 pub fn make_repo(dir: &Path) -> GeneratedRepo {
-    std::fs::create_dir_all(dir).expect("mkdir repo");
+    init(dir);
     let mut t = 0;
     let mut tick = || {
         t += 1;
         t
     };
-    git(dir, &["init", "-q", "-b", "main"], 0);
     write(
         dir,
         "README.md",
