@@ -358,7 +358,7 @@ pub(crate) async fn crawl_one(
             let mut seen = std::collections::HashSet::new();
             rows.reverse();
             rows.retain(|r| seen.insert(r.id.clone()));
-            crate::local::link_pull_requests(&mut rows);
+            crate::local::link_threads(&mut rows);
             (rows, content.files, Some(api.cursor), content.history, web)
         }
     };

@@ -164,6 +164,22 @@ fn resolve_ref(r: &str, repo: &str, shas: &Shas) -> Option<(String, String)> {
     shas.resolve(r).map(|full| (repo.to_string(), format!("commit/{full}")))
 }
 
+/// The issues of `repo` that `text` closes with GitHub's closing keywords (`Fixes #5`,
+/// `closes owner/repo#5`, `resolves https://github.com/owner/repo/issues/5`): their numbers, in
+/// order, once each.
+pub(crate) fn closed_issues(text: &str, repo: &str) -> Vec<i64> {
+    let no_shas = Shas { sorted: Vec::new() };
+    let mut out = Vec::new();
+    for m in CLOSING.captures_iter(text) {
+        let Some((target_repo, entity)) = resolve_ref(&m[1], repo, &no_shas) else { continue };
+        let n = entity.strip_prefix("issue/").and_then(|n| n.parse::<i64>().ok());
+        if let Some(n) = n.filter(|n| target_repo.eq_ignore_ascii_case(repo) && !out.contains(n)) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// The line of `text` holding byte offset `at`, trimmed and cut to about 200 chars around it.
 fn phrase_at(text: &str, at: usize) -> String {
     let start = text[..at].rfind('\n').map_or(0, |i| i + 1);

@@ -502,37 +502,71 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
 /// Chars of a pull request's description a commit row that merged it takes in.
 const PR_BODY_CHARS: usize = 600;
 
-/// Gives the commit rows that merged a pull request of the same crawl (a squash subject ending
-/// in `(#N)`, or GitHub's "Merge pull request #N") that pull request's title and the start of
-/// its description, in the text both BM25 and the model see: a commit is often found by what
-/// its pull request said.
-pub(crate) fn link_pull_requests(rows: &mut [Row]) {
-    let pulls: HashMap<i64, String> = rows
-        .iter()
-        .filter(|r| r.kind() == RowType::PullRequest && r.chunk_index == 0)
-        .filter_map(|r| {
-            let n = r.number?;
-            let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
-            Some((n, format!("Pull request #{n}: {}\n{}", r.title.as_deref()?, body.trim())))
-        })
-        .collect();
-    if pulls.is_empty() {
+/// The most closed issues whose titles one commit row takes in.
+const CLOSED_ISSUES_MAX: usize = 5;
+
+/// Gives each commit row what the crawl's threads say of it, in the text both BM25 and the
+/// model see, since a commit is often found by the words of its pull request or of the issue it
+/// fixed rather than its own:
+/// - a commit that merged a pull request of the same crawl (a squash subject ending in `(#N)`,
+///   or GitHub's "Merge pull request #N") takes that pull request's title and the start of its
+///   description;
+/// - a commit that closes issues of the same crawl (GitHub's closing keywords in its message,
+///   or in the description of the pull request it merged) takes their titles (at most
+///   [`CLOSED_ISSUES_MAX`]).
+pub(crate) fn link_threads(rows: &mut [Row]) {
+    let mut pulls: HashMap<i64, (String, String)> = HashMap::new();
+    let mut issues: HashMap<i64, String> = HashMap::new();
+    for r in rows.iter().filter(|r| r.chunk_index == 0) {
+        let (Some(n), Some(title)) = (r.number, r.title.as_deref()) else { continue };
+        match r.kind() {
+            RowType::PullRequest => {
+                let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
+                let text = format!("Pull request #{n}: {title}\n{}", body.trim());
+                pulls.insert(n, (text, r.body.clone()));
+            }
+            RowType::Issue => {
+                issues.insert(n, format!("Closes issue #{n}: {title}"));
+            }
+            _ => {}
+        }
+    }
+    if pulls.is_empty() && issues.is_empty() {
         return;
     }
     for row in rows.iter_mut().filter(|r| r.kind() == RowType::Commit) {
+        let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
+        let head: String = row.body.chars().take(head_chars).collect();
+        let tail: String = row.body.chars().skip(head_chars).collect();
         let squashed = row
             .title
             .as_deref()
             .and_then(|t| t.strip_suffix(')')?.rsplit_once("(#")?.1.parse::<i64>().ok());
-        let merge = row.body.split_once("Merge pull request #").and_then(|(_, rest)| {
+        // The message's own words: its subject and description, not the diff.
+        let message = format!("{}\n{head}", row.title.as_deref().unwrap_or(""));
+        let merge = message.split_once("Merge pull request #").and_then(|(_, rest)| {
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             digits.parse::<i64>().ok()
         });
-        let Some(text) = squashed.or(merge).and_then(|n| pulls.get(&n)) else { continue };
-        let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
-        let head: String = row.body.chars().take(head_chars).collect();
-        let tail: String = row.body.chars().skip(head_chars).collect();
-        let head = if head.is_empty() { text.clone() } else { format!("{head}\n\n{text}") };
+        let pull = squashed.or(merge).and_then(|n| pulls.get(&n));
+        // What the message closes, then what the pull request's description closes.
+        let mut closed = crate::edges::closed_issues(&message, &row.repo);
+        if let Some((_, pr_body)) = pull {
+            for n in crate::edges::closed_issues(pr_body, &row.repo) {
+                if !closed.contains(&n) {
+                    closed.push(n);
+                }
+            }
+        }
+        let mut linked: Vec<&str> = pull.map(|(text, _)| text.as_str()).into_iter().collect();
+        linked.extend(
+            closed.iter().filter_map(|n| issues.get(n)).take(CLOSED_ISSUES_MAX).map(String::as_str),
+        );
+        if linked.is_empty() {
+            continue;
+        }
+        let linked = linked.join("\n");
+        let head = if head.is_empty() { linked } else { format!("{head}\n\n{linked}") };
         row.set_body_split(&head, &tail);
     }
 }
@@ -766,10 +800,62 @@ mod tests {
         pr.set_body("Uses a work-stealing queue.");
         let mut rows = vec![commit_row("o/r", None, &c, &Merged::default()), pr];
         let before = rows[0].content_sha256.clone();
-        link_pull_requests(&mut rows);
+        link_threads(&mut rows);
         let text = rows[0].embedding_text();
         assert!(text.contains("Pull request #42: Parallel directory traversal"), "{text}");
         assert!(text.contains("work-stealing"));
         assert_ne!(rows[0].content_sha256, before, "the new text is embedded");
+    }
+
+    fn thread(kind: RowType, n: i64, title: &str, body: &str) -> Row {
+        let mut r = Row::new(kind, "o/r", &format!("issue/{n}"), 0);
+        r.number = Some(n);
+        r.title = Some(title.into());
+        r.set_body(body);
+        r
+    }
+
+    #[test]
+    fn a_commit_takes_in_the_titles_of_the_crawled_issues_it_or_its_pull_request_closes() {
+        let commit = |sha: char, message: &str| {
+            let c = Commit {
+                sha: sha.to_string().repeat(40),
+                message: message.into(),
+                ..Commit::default()
+            };
+            commit_row("o/r", None, &c, &Merged::default())
+        };
+        let mut rows = vec![
+            commit('a', "Update dependencies, closes #437"),
+            commit('b', "Bump the version\n\nSee #437 and #12."),
+            commit('c', "Walk in parallel (#9)"),
+            commit('d', "Tidy up\n\nFixes other/repo#437, fixes https://github.com/o/r/issues/12."),
+            thread(
+                RowType::Issue,
+                437,
+                "Directories without permission are not shown",
+                "They vanish.",
+            ),
+            thread(RowType::Issue, 12, "Colors are wrong on Windows", ""),
+            thread(RowType::Issue, 10, "Slow on large trees", ""),
+            thread(RowType::PullRequest, 9, "Parallel walker", "Resolves #10."),
+        ];
+        let before: Vec<String> = rows.iter().map(|r| r.content_sha256.clone()).collect();
+        link_threads(&mut rows);
+        let text = |i: usize| rows[i].embedding_text();
+        assert!(
+            text(0).contains("Closes issue #437: Directories without permission are not shown"),
+            "{}",
+            text(0)
+        );
+        assert_ne!(rows[0].content_sha256, before[0], "the new text is embedded");
+        // A mention is not a closing keyword: nothing is taken in.
+        assert_eq!(rows[1].content_sha256, before[1], "{}", text(1));
+        // Through the pull request the commit merged: its title, and the issue it closes.
+        assert!(text(2).contains("Pull request #9: Parallel walker"), "{}", text(2));
+        assert!(text(2).contains("Closes issue #10: Slow on large trees"), "{}", text(2));
+        // Another repository's #437 is not this one's; a URL to this one's #12 is.
+        assert!(!text(3).contains("#437: Directories"), "{}", text(3));
+        assert!(text(3).contains("Closes issue #12: Colors are wrong on Windows"), "{}", text(3));
     }
 }

@@ -200,6 +200,12 @@ fn every_edge_kind_is_built_with_its_evidence_and_related_answers() {
         assert_eq!(closers[0]["entity"], json!(c(&squash)), "{a}");
         assert_eq!(closers[0]["title"], json!("Rewrite the retry loop (#8)"));
         assert_eq!(closers[0]["evidence"], json!(fixes.evidence));
+        // The squash commit says only "Fixes #5": it is found by issue 5's own words, which the
+        // crawl gave its row (BM25 first; its message and pull request share none of them).
+        let args = json!({"query": "memory grows without bound under load", "type": "commit", "repo": "acme/widgets"});
+        let a = hubdex_server::call_tool(&st, "search", args.as_object().unwrap()).await.unwrap();
+        assert_eq!(a["results"][0]["commit_sha"], json!(squash), "{a}");
+        assert_eq!(a["results"][0]["sparse_rank"], json!(1), "{a}");
         // Cross-repository: the gadgets issue is indexed and sees the widgets commit.
         let a = related(&st, json!({"id": "https://github.com/acme/gadgets/issues/2"})).await;
         assert_eq!(a["entity"]["indexed"], json!(true), "{a}");
