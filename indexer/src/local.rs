@@ -515,7 +515,9 @@ const CLOSED_ISSUES_MAX: usize = 5;
 ///   or in the description of the pull request it merged) takes their titles (at most
 ///   [`CLOSED_ISSUES_MAX`]).
 pub(crate) fn link_threads(rows: &mut [Row]) {
-    let mut pulls: HashMap<i64, (String, String)> = HashMap::new();
+    // A pull request's text for the commit that merged it, and the issues its description
+    // closes.
+    let mut pulls: HashMap<i64, (String, Vec<i64>)> = HashMap::new();
     let mut issues: HashMap<i64, String> = HashMap::new();
     for r in rows.iter().filter(|r| r.chunk_index == 0) {
         let (Some(n), Some(title)) = (r.number, r.title.as_deref()) else { continue };
@@ -523,7 +525,7 @@ pub(crate) fn link_threads(rows: &mut [Row]) {
             RowType::PullRequest => {
                 let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
                 let text = format!("Pull request #{n}: {title}\n{}", body.trim());
-                pulls.insert(n, (text, r.body.clone()));
+                pulls.insert(n, (text, crate::edges::closed_issues(&r.body, &r.repo)));
             }
             RowType::Issue => {
                 issues.insert(n, format!("Closes issue #{n}: {title}"));
@@ -551,10 +553,10 @@ pub(crate) fn link_threads(rows: &mut [Row]) {
         let pull = squashed.or(merge).and_then(|n| pulls.get(&n));
         // What the message closes, then what the pull request's description closes.
         let mut closed = crate::edges::closed_issues(&message, &row.repo);
-        if let Some((_, pr_body)) = pull {
-            for n in crate::edges::closed_issues(pr_body, &row.repo) {
-                if !closed.contains(&n) {
-                    closed.push(n);
+        if let Some((_, pr_closed)) = pull {
+            for n in pr_closed {
+                if !closed.contains(n) {
+                    closed.push(*n);
                 }
             }
         }
