@@ -128,6 +128,30 @@ pub enum StoreError {
         /// The store's URL.
         url: String,
     },
+    /// A snapshot's manifest.json does not hash to what LATEST or the current snapshot records
+    /// for it: it changed after it was published, and is not read.
+    #[error(
+        "snapshot {id} is refused: its manifest.json has sha256 {actual}, but {vouched_by} \
+         records {expected}; it was changed after it was published"
+    )]
+    TamperedSnapshot {
+        /// The snapshot id.
+        id: String,
+        /// Who records the expected hash: `LATEST` or `snapshot <current id>`.
+        vouched_by: String,
+        /// The sha256 recorded when it was published.
+        expected: String,
+        /// The sha256 of the bytes read now.
+        actual: String,
+    },
+    /// A snapshot named by id that no record the store trusts vouches for.
+    #[error("snapshot {id} cannot be verified and is not opened: {why}")]
+    UnverifiedSnapshot {
+        /// The snapshot id.
+        id: String,
+        /// Why no hash is recorded for it, and what to do.
+        why: String,
+    },
     /// Another publisher moved LATEST between our read and our write.
     #[error(
         "LATEST moved while publishing {snapshot} (another publisher won): \

@@ -7,7 +7,9 @@ use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use crate::row::{Row, RowType, sha256_hex};
 
-/// Who may read what: the repositories (globs over `owner/name`, ignoring ASCII case) and,
+/// Who may read what: the repositories (globs over `owner/name`, ignoring ASCII case only:
+/// GitHub names are ASCII, and Unicode case folding would let `ſ` or the Kelvin sign stand for
+/// `s` or `k`) and,
 /// optionally, the row types a caller's token or claims allow. For that caller, rows outside
 /// the scope do not exist: the index filters them out before any cap, and no answer counts,
 /// lists or names them.
@@ -34,8 +36,9 @@ impl Scope {
     pub fn new(patterns: &[String], types: &[RowType]) -> Result<Scope, ScopeError> {
         let mut set = GlobSetBuilder::new();
         for p in patterns {
-            let glob = GlobBuilder::new(p)
-                .case_insensitive(true)
+            // Both sides are lowered ASCII-only, and the glob itself matches case-sensitively.
+            let glob = GlobBuilder::new(&p.to_ascii_lowercase())
+                .backslash_escape(true)
                 .build()
                 .map_err(|e| ScopeError { pattern: p.clone(), reason: e.kind().to_string() })?;
             set.add(glob);
@@ -61,7 +64,7 @@ impl Scope {
 
     /// Whether rows of `repo` may be read.
     pub fn allows_repo(&self, repo: &str) -> bool {
-        self.repos.is_match(repo)
+        self.repos.is_match(repo.to_ascii_lowercase())
     }
 
     /// Whether rows of type `t` may be read.
@@ -103,6 +106,21 @@ impl Scope {
         sha256_hex(format!("{}\n{}", patterns.join("\n"), types.join(",")).as_bytes())[..16]
             .to_string()
     }
+}
+
+/// `text` as a glob that matches exactly `text` and nothing else: every character that is not
+/// an ASCII letter or digit is escaped with a backslash (globs here are built with backslash
+/// escapes on, on every platform). `globset::escape` leaves a backslash alone, so a value
+/// holding one could still act as a pattern.
+pub fn glob_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if !c.is_ascii_alphanumeric() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A set of row filters; an absent filter matches everything.
@@ -258,6 +276,32 @@ mod tests {
         assert!(!none.allows_repo("acme/widgets"));
         let err = Scope::new(&["acme/[".into()], &[]).unwrap_err().to_string();
         assert!(err.starts_with("repository pattern \"acme/[\" is not a valid glob"), "{err}");
+    }
+
+    #[test]
+    fn scopes_fold_ascii_case_only() {
+        let s = Scope::new(&["stripe/*".into(), "kube/x".into()], &[]).unwrap();
+        assert!(s.allows_repo("Stripe/api") && s.allows_repo("KUBE/X"));
+        // U+017F LATIN SMALL LETTER LONG S folds to `s`, U+212A KELVIN SIGN to `k`.
+        assert!(!s.allows_repo("\u{17f}tripe/api"));
+        assert!(!s.allows_repo("\u{212a}ube/x"));
+        let s = Scope::new(&["\u{17f}tripe/*".into()], &[]).unwrap();
+        assert!(!s.allows_repo("stripe/api") && s.allows_repo("\u{17f}tripe/api"));
+    }
+
+    #[test]
+    fn a_literal_glob_matches_its_text_alone() {
+        let others = ["acme", "acme/x", "a", "x", "\\", "ACME", "", "ab", "a\\b", "a*", "aXb"];
+        for text in [
+            "acme\\", "a\\b", "\\a\\c", "*", "a*", "?", "a?b", "[a]", "[!x]", "{a,b}", "a,b", "-",
+            "é", "\u{17f}",
+        ] {
+            let s = Scope::new(&[glob_literal(text)], &[]).unwrap();
+            assert!(s.allows_repo(text), "{text:?} must match itself");
+            for o in others.iter().filter(|o| !o.eq_ignore_ascii_case(text)) {
+                assert!(!s.allows_repo(o), "{text:?} as a literal glob matched {o:?}");
+            }
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
 //! ```
 
+mod config_file;
 mod edges;
 mod embed;
 mod error;
@@ -48,6 +49,7 @@ mod store;
 mod text;
 mod vectors;
 
+pub use config_file::{ConfigFileError, read_config_file};
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
@@ -55,7 +57,7 @@ pub use edges::{
 pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, normalised};
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
-pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError};
+pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,
     READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,
@@ -65,8 +67,8 @@ pub use merge::{
     MERGED_TIER2_TARGET_ROWS, merged_id, plan_merges, write_merged_segment,
 };
 pub use model::{
-    cache_dir, default_model_dir, model_files, model_inputs, ort_environment, resolve_model_dir,
-    runtime_library_path,
+    cache_dir, default_model, default_model_dir, model_files, model_inputs, ort_environment,
+    resolve_model_dir, runtime_library_path,
 };
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
@@ -81,8 +83,9 @@ pub use staging::{
     staging_prefix,
 };
 pub use store::{
-    LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing, Store,
-    VERIFIED_MARKER, failpoint, install_tls_provider, manifest_key, segment_key, segment_of_key,
+    DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,
+    Store, VERIFIED_MARKER, VerifiedManifest, default_store, failpoint, install_tls_provider,
+    manifest_key, segment_key, segment_of_key,
 };
 pub use vectors::{
     SECOND_VECTOR, VECTOR_SCALAR, VectorBase, VectorIndex, write_vector_index,

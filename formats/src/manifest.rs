@@ -138,6 +138,13 @@ pub struct Manifest {
     /// "Merged segments"). A server opens these instead of their members.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged: Vec<ManifestSegment>,
+    /// The sha256 of every earlier snapshot's manifest.json still in the store when this one
+    /// was published, by id: what a snapshot opened by id (a pinned query, `hubdex pull ID`) is
+    /// checked against, as LATEST's `manifest_sha256` checks the current one. The publisher
+    /// carries its parent's entries forward and adds its parent; a parent written before this
+    /// field existed (`None`) has every manifest then in the store hashed as found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_snapshots: Option<BTreeMap<String, String>>,
 }
 
 /// What a build did, recorded in its manifest.

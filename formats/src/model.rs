@@ -19,6 +19,12 @@ pub fn runtime_library_path() -> PathBuf {
     cache_dir().join("onnxruntime").join("libonnxruntime.so")
 }
 
+/// The model both binaries use when `--model` and `$HUBDEX_MODEL_DIR` say nothing, as the
+/// string `--model` takes.
+pub fn default_model() -> String {
+    default_model_dir().display().to_string()
+}
+
 /// Where `ci/setup` installs the default model (all-MiniLM-L6-v2, int8 ONNX).
 pub fn default_model_dir() -> PathBuf {
     cache_dir().join("models").join("all-MiniLM-L6-v2-int8")

@@ -33,6 +33,14 @@ pub fn failpoint(name: &str) {
     }
 }
 
+/// The store both binaries use when `--store` and `$HUBDEX_STORE` say nothing.
+pub const DEFAULT_STORE: &str = "./.hubdex/store";
+
+/// `$HUBDEX_STORE`, else [`DEFAULT_STORE`].
+pub fn default_store() -> String {
+    std::env::var("HUBDEX_STORE").unwrap_or_else(|_| DEFAULT_STORE.to_string())
+}
+
 /// The object LATEST lives at.
 pub const LATEST: &str = "LATEST";
 
@@ -74,6 +82,17 @@ pub struct SnapshotListing {
     pub current: bool,
     /// `gc` keeps it.
     pub pinned: bool,
+}
+
+/// A manifest whose bytes matched the hash a trusted record holds for it.
+#[derive(Debug, Clone)]
+pub struct VerifiedManifest {
+    /// The parsed manifest.
+    pub manifest: Manifest,
+    /// manifest.json exactly as read and checked.
+    pub bytes: bytes::Bytes,
+    /// Their sha256.
+    pub sha256: String,
 }
 
 /// An open store.
@@ -347,7 +366,7 @@ impl Store {
     /// Pins a snapshot: `gc` keeps it, and every segment it needs, until it is unpinned. The pin
     /// is `pins/<id>` holding a [`Pin`]; the snapshot must exist.
     pub async fn pin(&self, id: &str) -> Result<(), StoreError> {
-        self.manifest(id).await?;
+        self.verified_manifest(id).await?;
         let key = pin_key(id);
         self.put(&key, record_bytes(&key, &Pin::now(id))?).await
     }
@@ -387,14 +406,18 @@ impl Store {
             .collect())
     }
 
-    /// Reads and parses a snapshot's manifest, with its sha256.
-    pub async fn manifest(&self, id: &str) -> Result<(Manifest, String), StoreError> {
-        let key = manifest_key(id);
-        let bytes = self.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
+    /// A snapshot's manifest.json as stored, unchecked.
+    async fn manifest_bytes(&self, id: &str) -> Result<bytes::Bytes, StoreError> {
+        self.get_opt(&manifest_key(id)).await?.ok_or_else(|| StoreError::UnknownSnapshot {
             id: id.to_string(),
             url: self.url.clone(),
-        })?;
-        let m = Manifest::parse(&key, &bytes)?;
+        })
+    }
+
+    /// Parses manifest bytes of snapshot `id`; it must name itself.
+    fn parse_manifest(id: &str, bytes: &[u8]) -> Result<Manifest, StoreError> {
+        let key = manifest_key(id);
+        let m = Manifest::parse(&key, bytes)?;
         if m.snapshot != id {
             return Err(FormatError::Schema {
                 what: key,
@@ -402,23 +425,81 @@ impl Store {
             }
             .into());
         }
-        Ok((m, sha256_hex(&bytes)))
+        Ok(m)
+    }
+
+    /// Reads and parses a snapshot's manifest, with its sha256, without checking that hash
+    /// against anything: for `gc`, which only decides what to keep, and for tests. Whatever
+    /// is opened to answer or copied goes through [`Store::verified_manifest`].
+    pub async fn unverified_manifest(&self, id: &str) -> Result<(Manifest, String), StoreError> {
+        let bytes = self.manifest_bytes(id).await?;
+        Ok((Self::parse_manifest(id, &bytes)?, sha256_hex(&bytes)))
+    }
+
+    /// Snapshot `id`'s manifest read once and checked before it is parsed: `expected` is the
+    /// sha256 that `vouched_by` records for it.
+    async fn checked_manifest(
+        &self,
+        id: &str,
+        expected: &str,
+        vouched_by: &str,
+    ) -> Result<VerifiedManifest, StoreError> {
+        let bytes = self.manifest_bytes(id).await?;
+        let sha256 = sha256_hex(&bytes);
+        if sha256 != expected {
+            return Err(StoreError::TamperedSnapshot {
+                id: id.to_string(),
+                vouched_by: vouched_by.to_string(),
+                expected: expected.to_string(),
+                actual: sha256,
+            });
+        }
+        Ok(VerifiedManifest { manifest: Self::parse_manifest(id, &bytes)?, bytes, sha256 })
     }
 
     /// The manifest LATEST names, checked against the hash LATEST records.
     pub async fn latest_manifest(&self) -> Result<Manifest, StoreError> {
+        Ok(self.verified_latest().await?.manifest)
+    }
+
+    /// [`Store::latest_manifest`] with the bytes it was parsed from.
+    pub async fn verified_latest(&self) -> Result<VerifiedManifest, StoreError> {
         let latest =
             self.latest().await?.ok_or_else(|| StoreError::NoSnapshot { url: self.url.clone() })?;
-        let (m, sha) = self.manifest(&latest.snapshot).await?;
-        if sha != latest.manifest_sha256 {
-            return Err(FormatError::ChecksumMismatch {
-                path: manifest_key(&latest.snapshot),
-                expected: latest.manifest_sha256,
-                actual: sha,
-            }
-            .into());
+        self.checked_manifest(&latest.snapshot, &latest.manifest_sha256, LATEST).await
+    }
+
+    /// Snapshot `id`'s manifest, checked before it is parsed: the current snapshot's against
+    /// LATEST, any other against the sha256 the current snapshot records for it
+    /// ([`Manifest::earlier_snapshots`]). A snapshot nobody vouches for (never current, or
+    /// published before hashes were recorded) is refused, saying why.
+    pub async fn verified_manifest(&self, id: &str) -> Result<VerifiedManifest, StoreError> {
+        let current = self.verified_latest().await?;
+        if current.manifest.snapshot == id {
+            return Ok(current);
         }
-        Ok(m)
+        let vouched = current.manifest.earlier_snapshots.as_ref();
+        if let Some(expected) = vouched.and_then(|e| e.get(id)) {
+            let by = format!("snapshot {}", current.manifest.snapshot);
+            return self.checked_manifest(id, expected, &by).await;
+        }
+        if !self.exists(&manifest_key(id)).await? {
+            return Err(StoreError::UnknownSnapshot { id: id.to_string(), url: self.url.clone() });
+        }
+        let now = &current.manifest.snapshot;
+        Err(StoreError::UnverifiedSnapshot {
+            id: id.to_string(),
+            why: match vouched {
+                None => format!(
+                    "the current snapshot {now} was published before hubdex recorded earlier \
+                     snapshots' hashes; the next publish records every snapshot in the store"
+                ),
+                Some(_) => format!(
+                    "the current snapshot {now} records no hash for it: it was never current \
+                     (a build that lost the race for LATEST) or was written by hand"
+                ),
+            },
+        })
     }
 
     /// The current snapshot's manifest (checked against LATEST), or `None` when nothing was
@@ -430,6 +511,44 @@ impl Store {
         }
     }
 
+    /// What a snapshot published on top of `parent` records of the snapshots before it: the
+    /// parent (its hash from LATEST), and the parent's own record, less the snapshots `gc`
+    /// has removed since. A parent written before the record existed vouches for nothing, so
+    /// every manifest then in the store is hashed as found (once, by the publisher, who may
+    /// write the store anyway).
+    async fn earlier_snapshots(
+        &self,
+        parent: Option<&str>,
+        new_id: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some(parent) = parent else { return Ok(out) };
+        // If LATEST does not name the parent, the publish is refused when it moves LATEST.
+        let current = match self.verified_latest().await {
+            Ok(c) if c.manifest.snapshot == parent => c,
+            Ok(_) | Err(StoreError::NoSnapshot { .. }) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        let present: std::collections::BTreeSet<String> =
+            self.snapshots().await?.into_iter().collect();
+        match current.manifest.earlier_snapshots {
+            Some(known) => out.extend(known.into_iter().filter(|(id, _)| present.contains(id))),
+            None => {
+                for id in present.iter().filter(|id| *id != parent && *id != new_id) {
+                    match self.manifest_bytes(id).await {
+                        Ok(bytes) => {
+                            out.insert(id.clone(), sha256_hex(&bytes));
+                        }
+                        // Collected between the listing and the read.
+                        Err(StoreError::UnknownSnapshot { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        out.insert(parent.to_string(), current.sha256);
+        Ok(out)
+    }
     /// Whether a complete segment is in the store (its segment.json is uploaded last).
     pub async fn has_segment(&self, id: &str) -> Result<bool, StoreError> {
         self.exists(&segment_key(id, SEGMENT_JSON)).await
@@ -475,8 +594,8 @@ impl Store {
         Ok((meta, entry))
     }
 
-    /// Writes the manifest (create-only) and moves LATEST to it, provided LATEST still names
-    /// `manifest.parent`. `allow_unsafe` permits a plain overwrite on stores without
+    /// Writes the manifest (create-only), with [`Manifest::earlier_snapshots`] filled in, and
+    /// moves LATEST to it, provided LATEST still names `manifest.parent`. `allow_unsafe` permits a plain overwrite on stores without
     /// conditional updates.
     pub async fn publish(
         &self,
@@ -484,6 +603,9 @@ impl Store {
         allow_unsafe: bool,
     ) -> Result<LatestUpdate, StoreError> {
         let key = manifest_key(&manifest.snapshot);
+        let mut manifest = manifest.clone();
+        manifest.earlier_snapshots =
+            Some(self.earlier_snapshots(manifest.parent.as_deref(), &manifest.snapshot).await?);
         let bytes = manifest.to_bytes();
         if self.local_root.is_none() && !allow_unsafe && !self.honours_conditional_writes().await? {
             return Err(StoreError::NoConditionalUpdate { url: self.url.clone() });

@@ -519,6 +519,7 @@ pub(crate) async fn publish_segments(
         },
         segments,
         merged,
+        earlier_snapshots: None,
     };
     hubdex_formats::failpoint("before-manifest");
     store.publish(&manifest, allow_unsafe_latest).await?;
@@ -636,11 +637,6 @@ async fn save_cursors(store: &Store, cursors: &[(String, Cursor)]) -> anyhow::Re
         c.save(store, repo).await.with_context(|| format!("saving the crawl cursor of {repo}"))?;
     }
     Ok(())
-}
-
-/// A store path relative to the current directory or a URL, as given.
-pub fn default_store() -> String {
-    std::env::var("HUBDEX_STORE").unwrap_or_else(|_| "./.hubdex/store".to_string())
 }
 
 #[cfg(test)]

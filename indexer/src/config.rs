@@ -213,10 +213,9 @@ impl RepoRules {
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-        let c: Config =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let c: Config = hubdex_formats::read_config_file(path)?
+            .try_into()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         c.rules()?;
         Ok(c)
     }

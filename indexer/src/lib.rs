@@ -17,7 +17,7 @@ mod progress;
 mod refs;
 mod stages;
 
-pub use build::{BuildOptions, BuildReport, build, default_store};
+pub use build::{BuildOptions, BuildReport, build};
 pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
 pub use embed_bench::{EmbedBenchReport, embed_bench, embed_bench_corpus};
 pub use git::GitError;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
-use hubdex_formats::{Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, Store, segment_of_key};
+use hubdex_formats::{Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, Store, StoreError, segment_of_key};
 
 use crate::build::{BuildOptions, BuildReport, build};
 
@@ -99,7 +99,16 @@ pub async fn gc(
     for id in &ids {
         let keep_it = newest.contains(id) || pinned.contains(id) || current.as_ref() == Some(id);
         if keep_it {
-            let (m, _): (Manifest, String) = store.manifest(id).await?;
+            // Checked where a hash is recorded, so a changed manifest cannot make gc delete
+            // segments a kept snapshot needs; one nobody vouches for (never current, or older
+            // than the record) is read as found: gc only keeps more for it.
+            let m: Manifest = match store.verified_manifest(id).await {
+                Ok(v) => v.manifest,
+                Err(StoreError::UnverifiedSnapshot { .. }) => {
+                    store.unverified_manifest(id).await?.0
+                }
+                Err(e) => return Err(e.into()),
+            };
             referenced.extend(m.segments.iter().chain(&m.merged).map(|s| s.id.clone()));
             report.kept_snapshots.push(id.clone());
         } else {

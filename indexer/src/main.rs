@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use hubdex_formats::{Device, Store};
+use hubdex_formats::{Device, Store, default_model, default_store};
 use hubdex_indexer::{
-    BuildOptions, BuildReport, Config, Shard, build, crawl, default_store, delta, embed, gc,
-    parse_duration, publish,
+    BuildOptions, BuildReport, Config, Shard, build, crawl, delta, embed, gc, parse_duration,
+    publish,
 };
 
 #[derive(Parser)]
@@ -109,10 +109,6 @@ enum Command {
         #[arg(long, env = "HUBDEX_STORE")]
         store: Option<String>,
     },
-}
-
-fn default_model() -> String {
-    hubdex_formats::default_model_dir().display().to_string()
 }
 
 fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {

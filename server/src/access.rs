@@ -281,7 +281,15 @@ impl TokensFile {
             expires: expires.map(str::to_string),
             created: Some(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         };
-        entry.check()?;
+        let grant = entry.check()?;
+        if let Some(t) = grant.expires
+            && t <= Utc::now()
+        {
+            return Err(format!(
+                "token {name:?}: expiry {} is in the past; a token must expire later than now",
+                t.to_rfc3339()
+            ));
+        }
         if self.token.iter().any(|t| t.name == name) {
             return Err(format!("a token named {name:?} exists: revoke it first"));
         }
@@ -461,11 +469,24 @@ mod tests {
     }
 
     #[test]
+    fn a_token_cannot_be_added_already_expired() {
+        let mut file = TokensFile::default();
+        for past in ["2020-01-01", "2001-02-03T04:05:06Z"] {
+            let err = file.add("late", &["*".into()], &[], Some(past)).unwrap_err();
+            assert!(err.contains("is in the past"), "{err}");
+        }
+        assert!(file.token.is_empty(), "nothing is added");
+        file.add("ok", &["*".into()], &[], Some("2099-12-31")).unwrap();
+    }
+
+    #[test]
     fn an_expired_token_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens.toml");
         let mut file = TokensFile::default();
-        let token = file.add("old", &["*".into()], &[], Some("2020-01-01")).unwrap();
+        let token = file.add("old", &["*".into()], &[], Some("2099-01-01")).unwrap();
+        // A file edited by hand, or a token that ran out since it was added.
+        file.token[0].expires = Some("2020-01-01".into());
         file.save(&path).unwrap();
         let store = TokenStore::open(&path).unwrap();
         assert!(matches!(store.authenticate(&token), Err(AuthError::Expired(_))));

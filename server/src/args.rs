@@ -27,6 +27,15 @@ impl ToolError {
     }
 }
 
+/// A tool call's arguments from a JSON object built by a caller that has every argument at
+/// hand (the command line): nulls and empty lists are arguments not given, and are left out.
+pub fn tool_args(value: Value) -> Map<String, Value> {
+    let Value::Object(map) = value else { return Map::new() };
+    map.into_iter()
+        .filter(|(_, v)| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+        .collect()
+}
+
 /// The arguments of one call, checked as they are read.
 #[derive(Debug)]
 pub struct Args<'a> {

@@ -117,9 +117,7 @@ impl Guard {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
+            .and_then(bearer_token)
             .ok_or(AuthError::Missing)?;
         if let Some(token) = &self.token
             && bool::from(given.as_bytes().ct_eq(token.as_bytes()))
@@ -161,24 +159,48 @@ impl Guard {
             StatusCode::UNAUTHORIZED
         };
         let mut r = error_response(status, &err.to_string());
-        let mut challenge = "Bearer".to_string();
+        let mut params = Vec::new();
         if self.oauth.is_some() {
             let suffix = if path == "/mcp" || path.starts_with("/mcp/") { "/mcp" } else { "" };
-            challenge.push_str(&format!(
-                " resource_metadata=\"{}{RESOURCE_METADATA_PATH}{suffix}\"",
+            params.push(format!(
+                "resource_metadata=\"{}{RESOURCE_METADATA_PATH}{suffix}\"",
                 self.base_url(headers)
             ));
         }
         match err {
             AuthError::Missing => {}
-            AuthError::NoGrant => challenge.push_str(", error=\"insufficient_scope\""),
-            _ => challenge.push_str(", error=\"invalid_token\""),
+            AuthError::NoGrant => params.push("error=\"insufficient_scope\"".into()),
+            _ => params.push("error=\"invalid_token\"".into()),
         }
-        if let Ok(v) = HeaderValue::from_str(&challenge) {
+        if let Ok(v) = HeaderValue::from_str(&challenge(&params)) {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         r
     }
+}
+
+/// The token of an `Authorization` value whose scheme is `Bearer`, in any case (RFC 9110
+/// §11.1: schemes are case-insensitive), separated from it by spaces.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// A `WWW-Authenticate` challenge (RFC 9110 §11.6.1): the scheme, one space, then its
+/// parameters separated by commas. A comma straight after the scheme would end the challenge
+/// and cut the parameters off it.
+fn challenge(params: &[String]) -> String {
+    if params.is_empty() { "Bearer".into() } else { format!("Bearer {}", params.join(", ")) }
+}
+
+/// The name of a header that a request may carry once and carries more often (RFC 9112 §3.2:
+/// a request with more than one Host is a 400; Authorization holds one credential).
+fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
+    [(header::HOST, "Host"), (header::AUTHORIZATION, "Authorization")]
+        .into_iter()
+        .find(|(h, _)| headers.get_all(h).iter().count() > 1)
+        .map(|(_, name)| name)
 }
 
 fn refusal_reason(e: &AuthError) -> &'static str {
@@ -203,7 +225,9 @@ async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Res
     let open =
         path == "/healthz" || path == WEBHOOK_PATH || path.starts_with(RESOURCE_METADATA_PATH);
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    let response = if !g.host_ok(host) {
+    let response = if let Some(name) = repeated_header(headers) {
+        error_response(StatusCode::BAD_REQUEST, &format!("more than one {name} header"))
+    } else if !g.host_ok(host) {
         error_response(
             StatusCode::FORBIDDEN,
             &format!("Host {host:?} is not allowed (see --allowed-host)"),
@@ -416,5 +440,34 @@ mod tests {
         assert_eq!(host_name("127.0.0.1:8080"), "127.0.0.1");
         assert_eq!(host_name("[::1]:8080"), "::1");
         assert_eq!(host_name("example.com"), "example.com");
+    }
+
+    #[test]
+    fn bearer_schemes_match_in_any_case() {
+        for (value, expect) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER abc", Some("abc")),
+            ("Bearer   abc  ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearerabc", None),
+        ] {
+            assert_eq!(bearer_token(value), expect, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn a_challenge_puts_its_parameters_after_one_space() {
+        assert_eq!(challenge(&[]), "Bearer");
+        assert_eq!(
+            challenge(&["error=\"invalid_token\"".into()]),
+            "Bearer error=\"invalid_token\""
+        );
+        assert_eq!(
+            challenge(&["resource_metadata=\"u\"".into(), "error=\"insufficient_scope\"".into()]),
+            "Bearer resource_metadata=\"u\", error=\"insufficient_scope\""
+        );
     }
 }

@@ -25,7 +25,7 @@ mod tools;
 mod webhook;
 
 pub use access::{AuthError, Caller, CallerKind, TokenEntry, TokenStore, TokensError, TokensFile};
-pub use args::{Args, ToolError};
+pub use args::{Args, ToolError, tool_args};
 pub use eval::{
     EvalQuery, Mode, ModeReport, load_eval, matches as eval_matches, render_table, run_eval,
 };
@@ -49,6 +49,6 @@ pub use snapshot::{
     OpenError, OpenSegments, OpenSnapshot, default_cache, open_snapshot, open_snapshot_in,
     pull_snapshot,
 };
-pub use state::{AppState, query_embedder};
+pub use state::{AppState, StateSetup, query_embedder};
 pub use tools::{ToolAnswer, ToolSpec, call_tool, call_tool_as, call_tool_via, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

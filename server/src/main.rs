@@ -7,15 +7,14 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::Store;
-use hubdex_server::Reranker;
+use hubdex_formats::{Store, default_model, default_store};
 use hubdex_server::{
     AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
-    TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval, load_grants,
-    open_snapshot, related, related_text, render_table, run_eval, serve_http,
+    StateSetup, TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval,
+    open_snapshot, related, related_text, render_table, run_eval, serve_http, tool_args,
 };
 use rmcp::ServiceExt as _;
-use serde_json::{Map, json};
+use serde_json::json;
 
 #[derive(Parser)]
 #[command(
@@ -115,64 +114,7 @@ enum Command {
         blend: Vec<String>,
     },
     /// Serve MCP over stdio or HTTP.
-    Serve {
-        #[arg(long, conflicts_with = "http")]
-        stdio: bool,
-        /// Serve MCP over HTTP at ADDR (default 127.0.0.1:8080; bind 0.0.0.0 only behind a proxy).
-        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
-        http: Option<SocketAddr>,
-        /// File holding a bearer token that reads every repository (or set $HUBDEX_TOKEN).
-        #[arg(long = "token-file")]
-        token_file: Option<PathBuf>,
-        /// Scoped tokens (TOML, managed with `hubdex token`): each reads only its repositories.
-        /// Re-read when it changes, so a revoke needs no restart.
-        #[arg(long = "tokens-file")]
-        tokens_file: Option<PathBuf>,
-        /// Accept OAuth access tokens (JWTs) of this issuer; hubdex.toml's [[oauth.grant]]
-        /// maps their claims to repositories.
-        #[arg(long = "oauth-issuer", requires = "oauth_audience")]
-        oauth_issuer: Option<String>,
-        /// The audience (aud) access tokens must be issued for: this server's resource URL.
-        #[arg(long = "oauth-audience", requires = "oauth_issuer")]
-        oauth_audience: Option<String>,
-        /// The issuer's JWKS URL (default: discovered from the issuer's metadata).
-        #[arg(long = "oauth-jwks-url", requires = "oauth_issuer")]
-        oauth_jwks_url: Option<String>,
-        /// The hubdex.toml holding [[oauth.grant]] (default ./hubdex.toml).
-        #[arg(long, default_value = "hubdex.toml")]
-        config: PathBuf,
-        /// This server's public base URL (https://hubdex.example.com), named in the OAuth
-        /// protected resource metadata; default http://<Host header>.
-        #[arg(long = "public-url")]
-        public_url: Option<String>,
-        /// Put each call's arguments (query text, ids, paths) in its audit line.
-        #[arg(long = "audit-queries")]
-        audit_queries: bool,
-        /// After queueing a webhook delivery, send repository_dispatch (event `hubdex-delta`)
-        /// to this owner/name so the index workflow starts now (token from $GITHUB_TOKEN).
-        #[arg(long = "dispatch-repo")]
-        dispatch_repo: Option<String>,
-        /// GitHub API base URL for --dispatch-repo.
-        #[arg(
-            long = "github-api",
-            env = "HUBDEX_GITHUB_API",
-            default_value = "https://api.github.com"
-        )]
-        github_api: String,
-        /// How often to check LATEST for a new snapshot (seconds).
-        #[arg(long = "poll-interval", default_value_t = 30)]
-        poll_interval: u64,
-        /// File holding the GitHub webhook secret (or $HUBDEX_WEBHOOK_SECRET): enables
-        /// POST /webhooks/github, which queues delta rebuilds.
-        #[arg(long = "webhook-secret-file")]
-        webhook_secret_file: Option<PathBuf>,
-        /// Host header values to accept besides loopback (needed when serving a public name).
-        #[arg(long = "allowed-host")]
-        allowed_hosts: Vec<String>,
-        /// Browser origins to accept (scheme://host:port).
-        #[arg(long = "allowed-origin")]
-        allowed_origins: Vec<String>,
-    },
+    Serve(Box<ServeArgs>),
     /// List the store's snapshots, newest last, marking the current and pinned ones.
     Snapshots,
     /// Pin a snapshot: gc keeps it (and every segment it needs) until it is unpinned.
@@ -186,6 +128,72 @@ enum Command {
         #[command(subcommand)]
         action: TokenAction,
     },
+}
+
+/// `hubdex serve`'s flags.
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve MCP over HTTP at ADDR (default 127.0.0.1:8080; bind 0.0.0.0 only behind a proxy).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
+    http: Option<SocketAddr>,
+    /// File holding a bearer token that reads every repository (or set $HUBDEX_TOKEN).
+    #[arg(long = "token-file")]
+    token_file: Option<PathBuf>,
+    /// Scoped tokens (TOML, managed with `hubdex token`): each reads only its repositories.
+    /// Re-read when it changes, so a revoke needs no restart.
+    #[arg(long = "tokens-file")]
+    tokens_file: Option<PathBuf>,
+    /// Accept OAuth access tokens (JWTs) of this issuer; hubdex.toml's [[oauth.grant]]
+    /// maps their claims to repositories.
+    #[arg(long = "oauth-issuer", requires = "oauth_audience")]
+    oauth_issuer: Option<String>,
+    /// The audience (aud) access tokens must be issued for: this server's resource URL.
+    #[arg(long = "oauth-audience", requires = "oauth_issuer")]
+    oauth_audience: Option<String>,
+    /// The issuer's JWKS URL (default: discovered from the issuer's metadata).
+    #[arg(long = "oauth-jwks-url", requires = "oauth_issuer")]
+    oauth_jwks_url: Option<String>,
+    /// Also accept access tokens whose JWT typ is this (repeatable; `none`: no typ). By
+    /// default only RFC 9068's at+jwt is an access token; issuers that mark theirs `JWT`
+    /// (Keycloak, Entra ID, Auth0 without the RFC 9068 profile) need `JWT` here.
+    #[arg(long = "oauth-token-type", requires = "oauth_issuer")]
+    oauth_token_types: Vec<String>,
+    /// The hubdex.toml holding [[oauth.grant]] (default ./hubdex.toml).
+    #[arg(long, default_value = "hubdex.toml")]
+    config: PathBuf,
+    /// This server's public base URL (https://hubdex.example.com), named in the OAuth
+    /// protected resource metadata; default http://<Host header>.
+    #[arg(long = "public-url")]
+    public_url: Option<String>,
+    /// Put each call's arguments (query text, ids, paths) in its audit line.
+    #[arg(long = "audit-queries")]
+    audit_queries: bool,
+    /// After queueing a webhook delivery, send repository_dispatch (event `hubdex-delta`)
+    /// to this owner/name so the index workflow starts now (token from $GITHUB_TOKEN).
+    #[arg(long = "dispatch-repo")]
+    dispatch_repo: Option<String>,
+    /// GitHub API base URL for --dispatch-repo.
+    #[arg(
+        long = "github-api",
+        env = "HUBDEX_GITHUB_API",
+        default_value = "https://api.github.com"
+    )]
+    github_api: String,
+    /// How often to check LATEST for a new snapshot (seconds).
+    #[arg(long = "poll-interval", default_value_t = 30)]
+    poll_interval: u64,
+    /// File holding the GitHub webhook secret (or $HUBDEX_WEBHOOK_SECRET): enables
+    /// POST /webhooks/github, which queues delta rebuilds.
+    #[arg(long = "webhook-secret-file")]
+    webhook_secret_file: Option<PathBuf>,
+    /// Host header values to accept besides loopback (needed when serving a public name).
+    #[arg(long = "allowed-host")]
+    allowed_hosts: Vec<String>,
+    /// Browser origins to accept (scheme://host:port).
+    #[arg(long = "allowed-origin")]
+    allowed_origins: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -283,47 +291,26 @@ fn read_secret(
     Ok(secret)
 }
 
-fn default_model() -> String {
-    hubdex_formats::default_model_dir().display().to_string()
+/// What the state of a query or a server loads, from the global flags.
+fn setup(cli: &Cli, audit_queries: bool) -> StateSetup {
+    StateSetup {
+        cache: cli.cache.clone().unwrap_or_else(default_cache),
+        model: cli.model.clone().unwrap_or_else(default_model),
+        embed_sessions: cli.embed_sessions,
+        rerank_model: cli.rerank_model.clone(),
+        audit_queries,
+    }
 }
 
-/// The server state: the newest snapshot, the query model and the reranker when given;
-/// `audit_queries` puts call arguments in audit lines.
 async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Result<Arc<AppState>> {
-    let cache = cli.cache.clone().unwrap_or_else(default_cache);
-    let snap = open_snapshot(&store, &cache, None).await?;
-    let model = cli.model.clone().unwrap_or_else(default_model);
-    let dir =
-        hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
-    let sessions = cli.embed_sessions;
-    let embedder =
-        tokio::task::spawn_blocking(move || hubdex_server::query_embedder(&dir, sessions))
-            .await??;
-    if embedder.identity().model_sha256 != snap.manifest.model.model_sha256 {
-        anyhow::bail!(
-            "the model at {model} is not the one snapshot {} was built with ({}, sha256 {}): pass --model",
-            snap.id(),
-            snap.manifest.model.name,
-            &snap.manifest.model.model_sha256[..12]
-        );
-    }
-    let mut state = AppState::new(store, cache, snap, Arc::new(embedder));
-    state.audit_queries = audit_queries;
-    if let Some(dir) = cli.rerank_model.clone() {
-        let shown = dir.display().to_string();
-        let reranker = tokio::task::spawn_blocking(move || Reranker::load(&dir))
-            .await?
-            .with_context(|| format!("--rerank-model {shown}"))?;
-        state.reranker = Some(Arc::new(reranker));
-    }
-    Ok(Arc::new(state))
+    Ok(Arc::new(AppState::load(store, setup(cli, audit_queries)).await?))
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Token { action } = &cli.command {
         return run_token(action);
     }
-    let store_url = cli.store.clone().unwrap_or_else(|| "./.hubdex/store".to_string());
+    let store_url = cli.store.clone().unwrap_or_else(default_store);
     // A store that does not exist is an error here: the server never creates one.
     if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
         anyhow::bail!(
@@ -414,17 +401,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Related { id, repo, kinds, direction, depth, limit, snapshot, json } => {
-            let mut args = Map::new();
-            args.insert("id".into(), json!(id));
-            args.insert("direction".into(), json!(direction));
-            args.insert("depth".into(), json!(depth));
-            args.insert("limit".into(), json!(limit));
-            if !kinds.is_empty() {
-                args.insert("kinds".into(), json!(kinds));
-            }
-            if let Some(r) = repo {
-                args.insert("repo".into(), json!(r));
-            }
+            let args = tool_args(json!({"id": id, "direction": direction, "depth": depth,
+                "limit": limit, "kinds": kinds, "repo": repo}));
             // No model needed: related reads edges and stored rows only.
             let req = RelatedRequest::from_args(&args)?;
             let cache = cli.cache.clone().unwrap_or_else(default_cache);
@@ -439,20 +417,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Query { text, json, top_k, types, repo, fusion, snapshot, rerank } => {
             let state = load_state(&cli, store, false).await?;
-            let mut args = Map::new();
-            args.insert("query".into(), json!(text));
-            args.insert("top_k".into(), json!(top_k));
-            args.insert("fusion".into(), json!(fusion));
-            args.insert("rerank".into(), json!(rerank));
-            if !types.is_empty() {
-                args.insert("type".into(), json!(types));
-            }
-            if let Some(r) = repo {
-                args.insert("repo".into(), json!(r));
-            }
-            if let Some(s) = snapshot {
-                args.insert("snapshot".into(), json!(s));
-            }
+            let args = tool_args(json!({"query": text, "top_k": top_k, "fusion": fusion,
+                "rerank": rerank, "type": types, "repo": repo, "snapshot": snapshot}));
             let answer = call_tool_via(&state, &Caller::local(), "cli", "search", &args).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer.value)?);
@@ -461,92 +427,57 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve {
-            stdio,
-            http,
-            allowed_hosts,
-            allowed_origins,
-            token_file,
-            tokens_file,
-            oauth_issuer,
-            oauth_audience,
-            oauth_jwks_url,
-            config,
-            public_url,
-            audit_queries,
-            webhook_secret_file,
-            poll_interval,
-            dispatch_repo,
-            github_api,
-        } => {
-            if *stdio && (tokens_file.is_some() || oauth_issuer.is_some()) {
-                anyhow::bail!(
-                    "--tokens-file and --oauth-issuer apply to --http; stdio serves the local user"
-                );
-            }
-            // Checked before the model loads, so a bad file fails fast.
-            let tokens = tokens_file.as_deref().map(TokenStore::open).transpose()?.map(Arc::new);
-            let oauth = match (oauth_issuer, oauth_audience) {
-                (Some(issuer), Some(audience)) => {
-                    let grants = if config.is_file() { load_grants(config)? } else { Vec::new() };
-                    if grants.is_empty() {
-                        anyhow::bail!(
-                            "--oauth-issuer needs [[oauth.grant]] entries in {} mapping claims to repositories (docs/deploy.md)",
-                            config.display()
-                        );
-                    }
-                    Some(Arc::new(OAuth::new(OAuthConfig {
-                        issuer: issuer.clone(),
-                        audience: audience.clone(),
-                        jwks_url: oauth_jwks_url.clone(),
-                        grants,
-                    })?))
-                }
-                _ => None,
-            };
-            let state = load_state(&cli, store, *audit_queries).await?;
-            if *poll_interval > 0 {
-                state.spawn_poller(std::time::Duration::from_secs(*poll_interval));
-            }
-            if *stdio {
-                let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
-                service.waiting().await?;
-                Ok(())
-            } else if let Some(addr) = http {
-                let token = read_secret(token_file.as_deref(), "--token-file", "HUBDEX_TOKEN")?;
-                let secret = read_secret(
-                    webhook_secret_file.as_deref(),
-                    "--webhook-secret-file",
-                    "HUBDEX_WEBHOOK_SECRET",
-                )?;
-                let opts = HttpOptions {
-                    allowed_hosts: allowed_hosts.clone(),
-                    allowed_origins: allowed_origins.clone(),
-                    token,
-                    tokens,
-                    oauth,
-                    public_url: public_url.clone(),
-                    webhook: match secret {
-                        None => None,
-                        Some(s) => Some(WebhookConfig {
-                            secret: s.into_bytes(),
-                            dispatch: match dispatch_repo {
-                                None => None,
-                                Some(repo) => {
-                                    let token = std::env::var("GITHUB_TOKEN")
-                                        .context("--dispatch-repo needs $GITHUB_TOKEN")?;
-                                    Some(hubdex_server::Dispatch::new(repo, github_api, token)?)
-                                }
-                            },
-                        }),
-                    },
-                };
-                serve_http(state, *addr, &opts).await
-            } else {
-                anyhow::bail!("serve needs --stdio or --http ADDR")
-            }
-        }
+        Command::Serve(args) => serve(&cli, store, args).await,
     }
+}
+
+async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> {
+    if args.stdio && (args.tokens_file.is_some() || args.oauth_issuer.is_some()) {
+        anyhow::bail!(
+            "--tokens-file and --oauth-issuer apply to --http; stdio serves the local user"
+        );
+    }
+    // Checked before the model loads, so a bad file fails fast.
+    let tokens = args.tokens_file.as_deref().map(TokenStore::open).transpose()?.map(Arc::new);
+    let oauth = match (&args.oauth_issuer, &args.oauth_audience) {
+        (Some(issuer), Some(audience)) => {
+            Some(Arc::new(OAuth::new(OAuthConfig::from_config_file(
+                issuer,
+                audience,
+                args.oauth_jwks_url.as_deref(),
+                &args.oauth_token_types,
+                &args.config,
+            )?)?))
+        }
+        _ => None,
+    };
+    let state = load_state(cli, store, args.audit_queries).await?;
+    if args.poll_interval > 0 {
+        state.spawn_poller(std::time::Duration::from_secs(args.poll_interval));
+    }
+    if args.stdio {
+        let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
+        service.waiting().await?;
+        return Ok(());
+    }
+    let Some(addr) = args.http else { anyhow::bail!("serve needs --stdio or --http ADDR") };
+    let secret = read_secret(
+        args.webhook_secret_file.as_deref(),
+        "--webhook-secret-file",
+        "HUBDEX_WEBHOOK_SECRET",
+    )?;
+    let opts = HttpOptions {
+        allowed_hosts: args.allowed_hosts.clone(),
+        allowed_origins: args.allowed_origins.clone(),
+        token: read_secret(args.token_file.as_deref(), "--token-file", "HUBDEX_TOKEN")?,
+        tokens,
+        oauth,
+        public_url: args.public_url.clone(),
+        webhook: secret
+            .map(|s| WebhookConfig::new(s, args.dispatch_repo.as_deref(), &args.github_api))
+            .transpose()?,
+    };
+    serve_http(state, addr, &opts).await
 }
 
 fn main() -> ExitCode {

@@ -14,6 +14,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use hubdex_formats::glob_literal;
+
 use crate::access::{AuthError, Caller, CallerKind, scope_of};
 
 /// Algorithms an access token may be signed with: asymmetric ones only.
@@ -48,8 +50,9 @@ pub struct ClaimGrant {
     /// The value the claim must have; absent: any value (and `{claim}` in `repos` is replaced
     /// by it).
     pub equals: Option<String>,
-    /// Repository globs granted; `{claim}` stands for the claim's value (glob characters in it
-    /// escaped), e.g. `repos = ["{repository_owner}/*"]`.
+    /// Repository globs granted; `{claim}` stands for the claim's value, taken literally (every
+    /// glob character in it escaped, backslash included; an empty value grants nothing), e.g.
+    /// `repos = ["{repository_owner}/*"]`.
     pub repos: Vec<String>,
 }
 
@@ -63,10 +66,7 @@ struct OAuthSection {
 
 /// Reads the `[[oauth.grant]]` list of a hubdex.toml (other sections are the indexer's).
 pub fn load_grants(path: &Path) -> anyhow::Result<Vec<ClaimGrant>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-    let mut doc: toml::Table =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut doc = hubdex_formats::read_config_file(path)?;
     let Some(section) = doc.remove("oauth") else { return Ok(Vec::new()) };
     let section: OAuthSection =
         section.try_into().map_err(|e| anyhow::anyhow!("{} [oauth]: {e}", path.display()))?;
@@ -99,6 +99,56 @@ pub struct OAuthConfig {
     pub jwks_url: Option<String>,
     /// Claims → repositories.
     pub grants: Vec<ClaimGrant>,
+    /// JWT `typ` header values accepted besides RFC 9068's `at+jwt` (and
+    /// `application/at+jwt`), compared ignoring ASCII case; `none` accepts a token without
+    /// `typ`. For issuers that mark access tokens `JWT` (`--oauth-token-type JWT`).
+    pub extra_token_types: Vec<String>,
+}
+
+/// The `typ` of an RFC 9068 access token.
+const ACCESS_TOKEN_TYPES: [&str; 2] = ["at+jwt", "application/at+jwt"];
+
+impl OAuthConfig {
+    /// Whether a token with this `typ` header is an access token here: RFC 9068 §4 says a
+    /// resource server refuses any other type, so an ID token (`typ: JWT`) of the same issuer
+    /// is not taken for an access token unless the operator says its issuer marks them so.
+    fn accepts_type(&self, typ: Option<&str>) -> bool {
+        match typ {
+            Some(t) => ACCESS_TOKEN_TYPES
+                .into_iter()
+                .chain(self.extra_token_types.iter().map(String::as_str))
+                .any(|a| a.eq_ignore_ascii_case(t)),
+            None => self.extra_token_types.iter().any(|a| a == "none"),
+        }
+    }
+}
+
+impl OAuthConfig {
+    /// The configuration `serve --oauth-*` describes: tokens of `issuer` for `audience`, their
+    /// claims mapped to repositories by the `[[oauth.grant]]` entries of `config_file`, which
+    /// must hold at least one.
+    pub fn from_config_file(
+        issuer: &str,
+        audience: &str,
+        jwks_url: Option<&str>,
+        extra_token_types: &[String],
+        config_file: &Path,
+    ) -> anyhow::Result<OAuthConfig> {
+        let grants = if config_file.is_file() { load_grants(config_file)? } else { Vec::new() };
+        if grants.is_empty() {
+            anyhow::bail!(
+                "--oauth-issuer needs [[oauth.grant]] entries in {} mapping claims to repositories (docs/deploy.md)",
+                config_file.display()
+            );
+        }
+        Ok(OAuthConfig {
+            issuer: issuer.to_string(),
+            audience: audience.to_string(),
+            jwks_url: jwks_url.map(str::to_string),
+            grants,
+            extra_token_types: extra_token_types.to_vec(),
+        })
+    }
 }
 
 struct KeyCache {
@@ -241,6 +291,12 @@ impl OAuth {
         if !ALGORITHMS.contains(&header.alg) {
             return Err(jwt(format!("algorithm {:?} is not accepted", header.alg)));
         }
+        if !self.config.accepts_type(header.typ.as_deref()) {
+            return Err(jwt(format!(
+                "its typ {:?} is not an access token's (at+jwt, RFC 9068; see --oauth-token-type)",
+                header.typ.as_deref().unwrap_or("none")
+            )));
+        }
         let keys = self.keys_for(header.kid.as_deref()).await.map_err(jwt)?;
         if keys.is_empty() {
             return Err(jwt(match &header.kid {
@@ -281,13 +337,13 @@ impl OAuth {
                 Some(v @ (Value::Number(_) | Value::Bool(_))) => vec![v.to_string()],
                 _ => Vec::new(),
             };
-            for v in values {
+            // An empty value would turn `{team}*` into `*`: it grants nothing.
+            for v in values.into_iter().filter(|v| !v.is_empty()) {
                 if g.equals.as_ref().is_some_and(|e| e != &v) {
                     continue;
                 }
                 let placeholder = format!("{{{}}}", g.claim);
-                patterns
-                    .extend(g.repos.iter().map(|r| r.replace(&placeholder, &globset::escape(&v))));
+                patterns.extend(g.repos.iter().map(|r| r.replace(&placeholder, &glob_literal(&v))));
             }
         }
         if patterns.is_empty() {
@@ -340,13 +396,14 @@ fn describe(e: &jsonwebtoken::errors::Error) -> String {
     }
 }
 
-/// The protected resource metadata (RFC 9728) of the MCP endpoint `resource`.
+/// The protected resource metadata (RFC 9728) of the MCP endpoint `resource`. It does not list
+/// `resource_signing_alg_values_supported`: that field names the algorithms the resource signs
+/// its own responses with, and hubdex signs none.
 pub fn resource_metadata(resource: &str, issuer: &str) -> Value {
     json!({
         "resource": resource,
         "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
-        "resource_signing_alg_values_supported": ALGORITHMS.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
         "resource_name": "hubdex",
         "resource_documentation": "https://github.com/hubdex/hubdex/blob/main/docs/deploy.md",
     })
@@ -396,6 +453,7 @@ mod tests {
             audience: "a".into(),
             jwks_url: None,
             grants,
+            extra_token_types: Vec::new(),
         })
         .unwrap();
         let claims = |v: Value| v.as_object().unwrap().clone();
@@ -410,5 +468,81 @@ mod tests {
             "claim values are escaped"
         );
         assert_eq!(o.caller(&claims(json!({"sub": "eve"}))).unwrap_err(), AuthError::NoGrant);
+    }
+
+    #[test]
+    fn only_access_token_types_are_accepted_unless_the_operator_adds_one() {
+        let mut config = OAuthConfig {
+            issuer: "i".into(),
+            audience: "a".into(),
+            jwks_url: None,
+            grants: Vec::new(),
+            extra_token_types: Vec::new(),
+        };
+        for typ in [Some("at+jwt"), Some("AT+JWT"), Some("application/at+jwt")] {
+            assert!(config.accepts_type(typ), "{typ:?}");
+        }
+        for typ in [Some("JWT"), Some("id+jwt"), Some(""), None] {
+            assert!(!config.accepts_type(typ), "{typ:?}");
+        }
+        config.extra_token_types = vec!["JWT".into(), "none".into()];
+        assert!(config.accepts_type(Some("jwt")) && config.accepts_type(None));
+        assert!(!config.accepts_type(Some("id+jwt")));
+    }
+
+    /// Regression: `globset::escape` left a backslash alone, so a `team` claim of `acme\` or
+    /// `\a\c\m\e` read `acme/*`.
+    #[test]
+    fn a_claim_value_matches_nothing_but_itself() {
+        let o = OAuth::new(OAuthConfig {
+            issuer: "i".into(),
+            audience: "a".into(),
+            jwks_url: None,
+            grants: vec![ClaimGrant {
+                claim: "team".into(),
+                equals: None,
+                repos: vec!["{team}/*".into(), "shared/{team}-*".into()],
+            }],
+            extra_token_types: Vec::new(),
+        })
+        .unwrap();
+        let repos = [
+            "acme/widgets",
+            "acme/secret",
+            "shared/acme-notes",
+            "stripe/api",
+            "kube/x",
+            "a/b",
+            "ab/c",
+            "x/y",
+        ];
+        let values = [
+            "acme\\",
+            "ac\\me",
+            "\\a\\c\\m\\e",
+            "*",
+            "a*",
+            "?cme",
+            "????",
+            "[a]cme",
+            "[!x]cme",
+            "{acme,stripe}",
+            "ac[m]e",
+            "**",
+            "acme/*",
+            "\u{17f}tripe",
+            "\u{212a}ube",
+            "\u{ff41}cme",
+        ];
+        for v in values {
+            let c = o.caller(json!({"sub": "eve", "team": v}).as_object().unwrap()).unwrap();
+            let scope = c.scope.expect("a claim grant is scoped");
+            for r in repos {
+                assert!(!scope.allows_repo(r), "team claim {v:?} read {r}");
+            }
+            assert!(scope.allows_repo(&format!("{v}/own")), "team claim {v:?} reads its own");
+        }
+        let empty = o.caller(json!({"sub": "eve", "team": ""}).as_object().unwrap());
+        assert_eq!(empty.unwrap_err(), AuthError::NoGrant, "an empty claim grants nothing");
     }
 }

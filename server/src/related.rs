@@ -557,32 +557,49 @@ fn groups(
             if of_kind.is_empty() {
                 continue;
             }
-            let mut edges = Vec::new();
-            for (_, seg, doc) in of_kind.iter().take(limit) {
+            // Every edge of the kind is read and sorted before the cut, so the `limit` shown
+            // are the newest of all, not the newest of the first `limit` in index order.
+            let mut edges = Vec::with_capacity(of_kind.len());
+            for (_, seg, doc) in &of_kind {
                 let e = read_edge(seg, *doc)?;
                 let (other_repo, other, url) = match dir {
-                    Direction::Out => {
-                        (e.target_repo.clone(), e.target.clone(), e.target_url.clone())
-                    }
-                    Direction::In => (e.source_repo.clone(), e.source.clone(), None),
+                    Direction::Out => (e.target_repo, e.target, e.target_url),
+                    Direction::In => (e.source_repo, e.source, None),
                 };
                 let other = entity_info(snap, &other_repo, &other, url.as_deref())?;
-                let related = if expand && edges.len() < DEPTH2_ENDS {
-                    let (g, _) =
-                        groups(snap, &other_repo, &other.entity, req, scope, DEPTH2_EDGES, false)?;
-                    Some(g)
-                } else {
-                    None
-                };
-                edges.push(RelatedEdge {
-                    other,
-                    evidence_id: e.evidence_id,
-                    evidence: e.evidence,
-                    related,
-                });
+                edges.push((
+                    other_repo,
+                    RelatedEdge {
+                        other,
+                        evidence_id: e.evidence_id,
+                        evidence: e.evidence,
+                        related: None,
+                    },
+                ));
             }
-            // Newest other end first: what happened last is read first.
-            edges.sort_by(|a, b| b.other.updated_at.cmp(&a.other.updated_at));
+            // Newest other end first: what happened last is read first; ties by entity.
+            edges.sort_by(|(_, a), (_, b)| {
+                b.other
+                    .updated_at
+                    .cmp(&a.other.updated_at)
+                    .then_with(|| a.other.entity.cmp(&b.other.entity))
+            });
+            edges.truncate(limit);
+            if expand {
+                for (other_repo, edge) in edges.iter_mut().take(DEPTH2_ENDS) {
+                    let (g, _) = groups(
+                        snap,
+                        other_repo,
+                        &edge.other.entity,
+                        req,
+                        scope,
+                        DEPTH2_EDGES,
+                        false,
+                    )?;
+                    edge.related = Some(g);
+                }
+            }
+            let edges: Vec<RelatedEdge> = edges.into_iter().map(|(_, e)| e).collect();
             result.push(EdgeGroup {
                 kind: kind.as_str().to_string(),
                 direction: name,
@@ -609,7 +626,9 @@ fn changed_in(
     let Some(seg) = snap.segment_of_repo(repo) else { return Ok(None) };
     let path = entity.trim_start_matches("file/");
     // The path itself, not the paths it starts: a glob of the escaped path matches it alone.
-    let exact = globset::Glob::new(&globset::escape(path))
+    let exact = globset::GlobBuilder::new(&hubdex_formats::glob_literal(path))
+        .backslash_escape(true)
+        .build()
         .map_err(|e| ToolError::arg("id", format!("{path:?} is not a usable path: {e}")))?
         .compile_matcher();
     let filter = RowFilter {

@@ -189,7 +189,7 @@ pub async fn open_snapshot_in(
 ) -> Result<Arc<OpenSnapshot>, OpenError> {
     let manifest = match id {
         None => store.latest_manifest().await?,
-        Some(id) => store.manifest(id).await?.0,
+        Some(id) => store.verified_manifest(id).await?.manifest,
     };
     let mut segments = Vec::new();
     for seg in manifest.serving_units() {
@@ -214,28 +214,24 @@ pub async fn open_snapshot_in(
 }
 
 /// Downloads snapshot `id` (or the current one for `latest`) into `dir` as a store of its
-/// own: its manifest, every segment (each file verified against its sha256 as it is copied),
-/// and a LATEST naming it. `hubdex --store DIR query|serve` then needs no network.
+/// own: its manifest (verified before anything of it is read, and written as the bytes that
+/// were checked), every segment (each file verified against its sha256 as it is copied), and
+/// a LATEST naming it. `hubdex --store DIR query|serve` then needs no network.
 pub async fn pull_snapshot(store: &Store, id: &str, dir: &Path) -> Result<String, OpenError> {
-    let (manifest, sha) = if id == "latest" {
-        let m = store.latest_manifest().await?;
-        let id = m.snapshot.clone();
-        store.manifest(&id).await?
+    let verified = if id == "latest" {
+        store.verified_latest().await?
     } else {
-        store.manifest(id).await?
+        store.verified_manifest(id).await?
     };
+    let manifest = &verified.manifest;
     let target = Store::open(&dir.display().to_string())?;
     for seg in manifest.segments.iter().chain(&manifest.merged) {
         // Verified into DIR/segments/<id>/ exactly as the cache would hold it.
         store.fetch_segment(seg, dir).await?;
     }
     let key = hubdex_formats::manifest_key(&manifest.snapshot);
-    let bytes = store.get_opt(&key).await?.ok_or_else(|| StoreError::UnknownSnapshot {
-        id: manifest.snapshot.clone(),
-        url: store.url().to_string(),
-    })?;
-    target.put(&key, bytes.to_vec()).await?;
-    let latest = hubdex_formats::Latest::new(manifest.snapshot.clone(), sha);
+    target.put(&key, verified.bytes.to_vec()).await?;
+    let latest = hubdex_formats::Latest::new(manifest.snapshot.clone(), verified.sha256.clone());
     target.put(hubdex_formats::LATEST, latest.to_bytes()).await?;
-    Ok(manifest.snapshot)
+    Ok(manifest.snapshot.clone())
 }

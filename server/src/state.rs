@@ -1,19 +1,21 @@
-//! What the server holds: the store, the current snapshot (swapped atomically), a few pinned
-//! snapshots opened on demand, and the query embedder.
+//! What the server holds: the store, the current snapshot (swapped atomically), the few
+//! snapshots last asked for by id (a pinned query names any snapshot of the store), and the
+//! query embedder.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use hubdex_formats::{Embedder, Store};
+use hubdex_formats::{Embedder, Manifest, Store, resolve_model_dir};
 
 use crate::args::ToolError;
 use crate::metrics::Metrics;
 use crate::rerank::Reranker;
 use crate::snapshot::{OpenSegments, OpenSnapshot, open_snapshot_in};
 
-/// Pinned snapshots kept open besides the current one.
-const PINNED_OPEN: usize = 4;
+/// Snapshots asked for by id kept open besides the current one.
+const BY_ID_OPEN: usize = 4;
 
 /// The query embedder a server loads: `sessions` ONNX sessions (default one per four cores, at
 /// least one), each on its share of the cores and not spinning between queries (they share the
@@ -24,6 +26,61 @@ pub fn query_embedder(
 ) -> Result<Embedder, hubdex_formats::EmbedError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     Embedder::load_pooled(dir, hubdex_formats::Device::Cpu, sessions.unwrap_or(cores / 4).max(1))
+}
+
+/// What a server or a command-line query loads besides its store: where segments are cached,
+/// the query model, the reranker.
+#[derive(Debug, Clone)]
+pub struct StateSetup {
+    /// Where verified segments are cached.
+    pub cache: PathBuf,
+    /// Model directory or Hugging Face repo id; it must be the current snapshot's model.
+    pub model: String,
+    /// Query-embedding sessions ([`query_embedder`]).
+    pub embed_sessions: Option<usize>,
+    /// Cross-encoder model directory for `rerank: true`.
+    pub rerank_model: Option<PathBuf>,
+    /// Whether audit lines carry each call's arguments.
+    pub audit_queries: bool,
+}
+
+/// Why query vectors of `embedder` cannot search a snapshot made by `manifest`'s model, if
+/// they cannot: vectors are only comparable between equal models.
+pub(crate) fn model_mismatch(embedder: &Embedder, manifest: &Manifest) -> Option<String> {
+    (embedder.identity().model_sha256 != manifest.model.model_sha256).then(|| {
+        format!(
+            "snapshot {} was built with another model ({}, sha256 {})",
+            manifest.snapshot,
+            manifest.model.name,
+            &manifest.model.model_sha256[..12.min(manifest.model.model_sha256.len())]
+        )
+    })
+}
+
+impl AppState {
+    /// Opens the current snapshot of `store` and loads what `setup` names: the state a server
+    /// serves and a command-line query answers from.
+    pub async fn load(store: Store, setup: StateSetup) -> anyhow::Result<AppState> {
+        let snap = open_snapshot_in(&store, &setup.cache, &OpenSegments::default(), None).await?;
+        let model = setup.model.clone();
+        let dir = resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+        let sessions = setup.embed_sessions;
+        let embedder =
+            tokio::task::spawn_blocking(move || query_embedder(&dir, sessions)).await??;
+        if let Some(why) = model_mismatch(&embedder, &snap.manifest) {
+            anyhow::bail!("the model at {model} is not the one to use: {why}; pass --model");
+        }
+        let mut state = AppState::new(store, setup.cache, snap, Arc::new(embedder));
+        state.audit_queries = setup.audit_queries;
+        if let Some(dir) = setup.rerank_model {
+            let shown = dir.display().to_string();
+            let reranker = tokio::task::spawn_blocking(move || Reranker::load(&dir))
+                .await?
+                .with_context(|| format!("--rerank-model {shown}"))?;
+            state.reranker = Some(Arc::new(reranker));
+        }
+        Ok(state)
+    }
 }
 
 /// Shared server state.
@@ -42,9 +99,10 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Whether audit lines carry each call's arguments (query text, ids, paths).
     pub audit_queries: bool,
-    /// Open segments, shared by the current and the pinned snapshots.
+    /// Open segments, shared by the current snapshot and those opened by id.
     pub open: OpenSegments,
-    pinned: Mutex<Vec<Arc<OpenSnapshot>>>,
+    /// The snapshots last opened by id, most recently used first.
+    by_id: Mutex<Vec<Arc<OpenSnapshot>>>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -78,19 +136,19 @@ impl AppState {
             reranker: None,
             metrics,
             audit_queries: false,
-            pinned: Mutex::new(Vec::new()),
+            by_id: Mutex::new(Vec::new()),
         }
     }
 
-    /// The snapshot a request asked for: the current one, or a pinned one opened on demand
-    /// (the most recently used few stay open).
+    /// The snapshot a request asked for: the current one, or any other of the store by id,
+    /// verified and opened on demand (the most recently used few stay open).
     pub async fn snapshot(&self, id: Option<&str>) -> Result<Arc<OpenSnapshot>, ToolError> {
         let current = self.current.load_full();
         let Some(id) = id else { return Ok(current) };
         if current.id() == id {
             return Ok(current);
         }
-        if let Some(s) = self.take_pinned(id) {
+        if let Some(s) = self.recent_by_id(id) {
             return Ok(s);
         }
         let valid = id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
@@ -111,17 +169,19 @@ impl AppState {
                 ),
                 other => ToolError::Unavailable(format!("opening snapshot {id}: {other}")),
             })?;
-        let mut pinned = self.pinned.lock().expect("pinned lock");
-        pinned.insert(0, opened.clone());
-        pinned.truncate(PINNED_OPEN);
+        self.metrics.segments_opened(self.open.opened());
+        let mut by_id = self.by_id.lock().expect("by-id lock");
+        by_id.insert(0, opened.clone());
+        by_id.truncate(BY_ID_OPEN);
         Ok(opened)
     }
 
-    fn take_pinned(&self, id: &str) -> Option<Arc<OpenSnapshot>> {
-        let mut pinned = self.pinned.lock().expect("pinned lock");
-        let i = pinned.iter().position(|s| s.id() == id)?;
-        let s = pinned.remove(i);
-        pinned.insert(0, s.clone());
+    /// A snapshot opened by id before, moved to the front of the few kept open.
+    fn recent_by_id(&self, id: &str) -> Option<Arc<OpenSnapshot>> {
+        let mut by_id = self.by_id.lock().expect("by-id lock");
+        let i = by_id.iter().position(|s| s.id() == id)?;
+        let s = by_id.remove(i);
+        by_id.insert(0, s.clone());
         Some(s)
     }
 }
@@ -144,13 +204,14 @@ impl AppState {
         if latest == current.id() {
             return latest;
         }
-        match open_snapshot_in(&self.store, &self.cache, &self.open, None).await {
-            Ok(next)
-                if next.manifest.model.model_sha256 != self.embedder.identity().model_sha256 =>
-            {
-                tracing::error!(snapshot = %next.id(), "new snapshot was built with another model; keeping the current one");
-                self.metrics.swap(false);
-            }
+        let opened = open_snapshot_in(&self.store, &self.cache, &self.open, None)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|next| match model_mismatch(&self.embedder, &next.manifest) {
+                Some(why) => Err(why),
+                None => Ok(next),
+            });
+        match opened {
             Ok(next) => {
                 tracing::info!(from = %current.id(), to = %next.id(), "swapped to the new snapshot");
                 self.metrics.serving(next.id(), next.manifest.created_at);

@@ -38,6 +38,26 @@ pub struct WebhookConfig {
     pub dispatch: Option<Dispatch>,
 }
 
+impl WebhookConfig {
+    /// Deliveries signed with `secret` are queued; with `dispatch_repo`, each queued delivery
+    /// also sends `repository_dispatch` there through `github_api`, with `$GITHUB_TOKEN`.
+    pub fn new(
+        secret: String,
+        dispatch_repo: Option<&str>,
+        github_api: &str,
+    ) -> anyhow::Result<WebhookConfig> {
+        let dispatch = match dispatch_repo {
+            None => None,
+            Some(repo) => {
+                let token = std::env::var("GITHUB_TOKEN")
+                    .map_err(|_| anyhow::anyhow!("--dispatch-repo needs $GITHUB_TOKEN"))?;
+                Some(Dispatch::new(repo, github_api, token)?)
+            }
+        };
+        Ok(WebhookConfig { secret: secret.into_bytes(), dispatch })
+    }
+}
+
 /// Where `repository_dispatch` goes.
 #[derive(Clone)]
 pub struct Dispatch {

@@ -479,9 +479,20 @@ fn es256_key(kid: &str) -> (jsonwebtoken::EncodingKey, Value) {
     (enc, serde_json::to_value(jwk).unwrap())
 }
 
+/// An RFC 9068 access token (`typ: at+jwt`) signed with `key`.
 fn jwt(key: &jsonwebtoken::EncodingKey, kid: &str, claims: &Value) -> String {
+    jwt_typed(key, kid, claims, Some("at+jwt"))
+}
+
+fn jwt_typed(
+    key: &jsonwebtoken::EncodingKey,
+    kid: &str,
+    claims: &Value,
+    typ: Option<&str>,
+) -> String {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some(kid.into());
+    header.typ = typ.map(str::to_string);
     jsonwebtoken::encode(&header, claims, key).unwrap()
 }
 
@@ -559,6 +570,8 @@ fn oauth_access_tokens_are_verified_against_the_issuers_keys() {
     for k in meta.as_object().unwrap().keys() {
         assert!(RFC9728.contains(&k.as_str()), "{k} is not an RFC 9728 field");
     }
+    // RFC 9728 §2: the algorithms the resource signs its responses with; hubdex signs none.
+    assert!(meta.get("resource_signing_alg_values_supported").is_none(), "{meta}");
     assert_eq!(meta["resource"], json!(format!("http://127.0.0.1:{port}/mcp")));
     assert_eq!(meta["authorization_servers"], json!([iss.url]));
     assert!(
@@ -567,9 +580,6 @@ fn oauth_access_tokens_are_verified_against_the_issuers_keys() {
             .unwrap()
             .iter()
             .all(|m| ["header", "body", "query"].contains(&m.as_str().unwrap()))
-    );
-    assert!(
-        !meta["resource_signing_alg_values_supported"].as_array().unwrap().contains(&json!("none"))
     );
     let (_, root) = request(port, "GET", "/.well-known/oauth-protected-resource", "", &[]);
     assert_eq!(
@@ -601,6 +611,10 @@ fn oauth_access_tokens_are_verified_against_the_issuers_keys() {
         ("HMAC with the public key", hmac, 401),
         ("no matching grant", jwt(&k1, "k1", &with(json!({"groups": ["other"]}))), 403),
         ("unknown kid", jwt(&k2, "k2", &good), 401),
+        // RFC 9068 §4: an ID token (typ JWT) or one without typ is not an access token.
+        ("typ JWT", jwt_typed(&k1, "k1", &good, Some("JWT")), 401),
+        ("no typ", jwt_typed(&k1, "k1", &good, None), 401),
+        ("typ in another case", jwt_typed(&k1, "k1", &good, Some("AT+JWT")), 200),
     ] {
         assert_eq!(stats(&token), expect, "{what}");
     }

@@ -167,6 +167,11 @@ fn foreign_hosts_and_origins_are_refused() {
     assert_eq!(post(port2, "/v1/search", search, &[("Host", "hubdex.example")]).0, 200);
     assert_eq!(post(port2, "/v1/search", search, &[("Origin", "https://app.example")]).0, 200);
     assert_eq!(post(port2, "/v1/search", search, &[("Origin", "https://other.example")]).0, 403);
+    // RFC 9112 §3.2: a request with two Host headers is a 400, even when both are allowed.
+    let twice = [("Host", "127.0.0.1"), ("Host", "hubdex.example")];
+    let (status, body) = post(port2, "/v1/search", search, &twice);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("more than one Host header"), "{body}");
 }
 
 #[test]
@@ -191,6 +196,37 @@ fn a_bearer_token_is_required_when_set_and_never_logged() {
     assert_eq!(request(port, "GET", "/metrics", "", &[]).0, 401);
     let auth = format!("Bearer {token}");
     assert_eq!(post(port, "/v1/search", search, &[("Authorization", &auth)]).0, 200);
+    // RFC 9110 §11.1: the scheme is case-insensitive.
+    for scheme in ["BEARER", "bearer", "BeArEr"] {
+        let auth = format!("{scheme} {token}");
+        assert_eq!(
+            post(port, "/v1/search", search, &[("Authorization", &auth)]).0,
+            200,
+            "{scheme}"
+        );
+    }
+    // A bad token's challenge keeps its error code: `Bearer error=...`, no comma after the
+    // scheme (RFC 9110 §11.6.1), and no resource_metadata without OAuth.
+    let (status, head, _) = crate::http::request_with_head(
+        port,
+        "POST",
+        "/v1/search",
+        search,
+        &[("Authorization", "Bearer wrong")],
+    );
+    assert_eq!(status, 401);
+    let challenge = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("www-authenticate: ").or_else(|| l.strip_prefix("WWW-Authenticate: "))
+        })
+        .unwrap_or_else(|| panic!("no challenge in {head}"));
+    assert_eq!(challenge, "Bearer error=\"invalid_token\"");
+    let (_, head, _) = crate::http::request_with_head(port, "POST", "/v1/search", search, &[]);
+    assert!(head.to_ascii_lowercase().contains("www-authenticate: bearer\r\n"), "{head}");
+    // Two credentials in one request are refused, not one of them picked.
+    let twice = [("Authorization", auth.as_str()), ("Authorization", "Bearer wrong")];
+    assert_eq!(post(port, "/v1/search", search, &twice).0, 400);
     assert_eq!(request(port, "GET", "/healthz", "", &[]).0, 200, "health checks need no token");
     drop(server);
     let logged = std::fs::read_to_string(&log).unwrap();

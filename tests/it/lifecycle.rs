@@ -220,7 +220,7 @@ fn webhook_delta_hot_swap_pin_pull_and_gc() {
     );
     runtime().block_on(async {
         for id in [&first.snapshot, &built.snapshot] {
-            let (m, _) = store.manifest(id).await.unwrap();
+            let (m, _) = store.unverified_manifest(id).await.unwrap();
             for seg in &m.segments {
                 assert!(
                     store.has_segment(&seg.id).await.unwrap(),
@@ -270,7 +270,7 @@ fn a_new_snapshot_that_fails_verification_is_skipped_and_counted() {
             hubdex_indexer::build(&crate::fixture::options(&store_dir, &repo.dir)).await.unwrap();
         assert!(second.published);
         let store = Store::open(store_dir.to_str().unwrap()).unwrap();
-        let (m, _) = store.manifest(&second.snapshot).await.unwrap();
+        let (m, _) = store.unverified_manifest(&second.snapshot).await.unwrap();
         let target = store_dir.join("segments").join(&m.segments[0].id).join("rows.parquet");
         let mut bytes = std::fs::read(&target).unwrap();
         bytes[100] ^= 1;

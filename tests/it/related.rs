@@ -423,3 +423,37 @@ fn the_related_command_prints_the_tools_answer_and_refuses_bad_arguments() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("argument `depth`: must be an integer from 1 to 2, got 3"), "{err}");
 }
+
+/// Regression: within a group the first `limit` edges in index order were kept and then
+/// sorted, so "newest first" was the newest of an arbitrary few.
+#[test]
+fn related_lists_the_newest_of_all_edges_when_there_are_more_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = hubdex_tests::make_repo(&dir.path().join("many"));
+    // Dates out of commit order, so neither history nor sha order is time order.
+    let dates =
+        ["2024-03-05", "2024-01-02", "2024-06-09", "2024-02-03", "2024-05-07", "2024-04-01"];
+    let mut by_date = BTreeMap::new();
+    for (i, d) in dates.iter().enumerate() {
+        let sha = commit(
+            &repo.dir,
+            &format!("m{i}.txt"),
+            &format!("Touch {i}, see #7"),
+            &format!("{d}T00:00:00Z"),
+        );
+        by_date.insert(*d, format!("commit/{sha}"));
+    }
+    let store = dir.path().join("store");
+    runtime().block_on(build(&options(&store, &repo.dir))).unwrap();
+    let answer = runtime().block_on(async {
+        let st = state(&store).await;
+        related(&st, json!({"id": "issue/7", "direction": "in", "kinds": ["mentions"], "limit": 2}))
+            .await
+    });
+    let g = &answer["groups"][0];
+    assert_eq!((g["count"].as_u64(), g["truncated"].as_bool()), (Some(6), Some(true)), "{answer}");
+    let listed: Vec<&str> =
+        group(&answer, "mentions", "in").iter().map(|e| e["entity"].as_str().unwrap()).collect();
+    let newest: Vec<&str> = by_date.values().rev().take(2).map(String::as_str).collect();
+    assert_eq!(listed, newest, "{answer}");
+}

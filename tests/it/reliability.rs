@@ -786,9 +786,38 @@ fn s11_fuzzed_manifests_and_metadata_are_errors_never_panics() {
                     2 => bytes.splice(at..at, junk.iter().copied()).for_each(drop),
                     _ => bytes = junk.clone(),
                 }
-                let _ = Manifest::parse("manifest.json", &bytes);
-                let _ = SegmentMeta::parse("segment.json", &bytes);
-                let _ = Latest::parse(&bytes);
+                // Each result is a valid record (it writes back to itself) or an error that
+                // names the artifact and where it is wrong: a line and column, a missing or
+                // mistyped field, or the version.
+                fn check<T: PartialEq + std::fmt::Debug>(
+                    what: &str,
+                    parsed: Result<T, hubdex_formats::FormatError>,
+                    again: impl Fn(&T) -> Result<T, hubdex_formats::FormatError>,
+                ) -> Result<(), TestCaseError> {
+                    match parsed {
+                        Ok(v) => {
+                            let back = again(&v).ok();
+                            prop_assert_eq!(back.as_ref(), Some(&v), "{} round trip", what);
+                        }
+                        Err(e) => {
+                            let text = e.to_string();
+                            prop_assert!(text.starts_with(what), "{}", text);
+                            prop_assert!(
+                                text.contains(" line ") || text.contains("format version"),
+                                "{}",
+                                text
+                            );
+                        }
+                    }
+                    Ok(())
+                }
+                check("manifest.json", Manifest::parse("manifest.json", &bytes), |m| {
+                    Manifest::parse("manifest.json", &m.to_bytes())
+                })?;
+                check("segment.json", SegmentMeta::parse("segment.json", &bytes), |m| {
+                    SegmentMeta::parse("segment.json", &m.to_bytes())
+                })?;
+                check("LATEST", Latest::parse(&bytes), |l| Latest::parse(&l.to_bytes()))?;
                 Ok(())
             },
         )
@@ -937,4 +966,79 @@ fn s12_s3_end_to_end_against_a_real_s3_protocol_server() {
     assert_eq!(status, 200, "{body}");
     let v = json_body(&body).unwrap();
     assert!(v["results"][0]["title"].as_str().unwrap_or("").contains("restockShelves"), "{v:#}");
+}
+
+#[test]
+fn s13_a_snapshot_opened_by_id_is_verified_before_anything_of_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, golden) = golden_store(dir.path());
+    let root = PathBuf::from(store.url().trim_start_matches("file://"));
+    let rt = runtime();
+    rt.block_on(async {
+        // The golden store predates recorded hashes: an extra manifest written there by hand
+        // cannot be vouched for.
+        let by_hand = child_of(&golden, "20991231T000000Z-00000000");
+        let key = hubdex_formats::manifest_key(&by_hand.snapshot);
+        store.put(&key, by_hand.to_bytes()).await.unwrap();
+        let err = store.verified_manifest(&by_hand.snapshot).await.unwrap_err();
+        assert!(matches!(err, StoreError::UnverifiedSnapshot { .. }), "{err}");
+        assert!(err.to_string().contains("published before hubdex recorded"), "{err}");
+        store.delete(&key).await.unwrap();
+
+        // Two publishes: the first hashes what it finds, the second carries it forward.
+        let a = child_of(&golden, "20991231T000001Z-aaaaaaaa");
+        store.publish(&a, false).await.unwrap();
+        let b = child_of(&a, "20991231T000002Z-bbbbbbbb");
+        store.publish(&b, false).await.unwrap();
+        let current = store.latest_manifest().await.unwrap();
+        let earlier = current.earlier_snapshots.clone().unwrap();
+        assert_eq!(
+            earlier.keys().collect::<Vec<_>>(),
+            [&golden.snapshot, &a.snapshot],
+            "B vouches for A and, through A, for the golden snapshot"
+        );
+        for id in [&golden.snapshot, &a.snapshot, &b.snapshot] {
+            store.verified_manifest(id).await.unwrap_or_else(|e| panic!("{id}: {e}"));
+        }
+
+        // A manifest never made current (written by hand now) is refused by id.
+        let orphan = child_of(&golden, "20991231T000003Z-cccccccc");
+        let key = hubdex_formats::manifest_key(&orphan.snapshot);
+        store.put(&key, orphan.to_bytes()).await.unwrap();
+        let err = store.verified_manifest(&orphan.snapshot).await.unwrap_err();
+        assert!(err.to_string().contains("records no hash for it"), "{err}");
+
+        // A: one byte of its manifest changed after it was published.
+        let path = root.join(hubdex_formats::manifest_key(&a.snapshot));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows = format!("\"rows\": {}", a.segments[0].rows);
+        assert!(text.contains(&rows), "{text}");
+        std::fs::write(&path, text.replacen(&rows, "\"rows\": 1", 1)).unwrap();
+
+        let cache = dir.path().join("cache");
+        let open = hubdex_server::open_snapshot(&store, &cache, Some(&a.snapshot)).await;
+        let Err(err) = open else { panic!("a tampered snapshot opened by id is refused") };
+        let err = err.to_string();
+        assert!(err.contains(&a.snapshot) && err.contains("was changed after"), "{err}");
+        assert!(err.contains(&format!("snapshot {} records", b.snapshot)), "{err}");
+        assert!(!cache.exists() || walkdir::WalkDir::new(&cache).into_iter().count() <= 1);
+
+        let pulled = dir.path().join("pulled");
+        let err = hubdex_server::pull_snapshot(&store, &a.snapshot, &pulled).await.unwrap_err();
+        assert!(err.to_string().contains(&a.snapshot), "{err}");
+        assert!(!pulled.join("LATEST").exists(), "nothing vouches for a refused snapshot");
+        assert!(!pulled.join("segments").exists(), "no segment of it was fetched");
+        let err = store.pin(&a.snapshot).await.unwrap_err();
+        assert!(matches!(err, StoreError::TamperedSnapshot { .. }), "{err}");
+
+        // The others still open, and a pull writes exactly the bytes it checked.
+        hubdex_server::open_snapshot(&store, &cache, Some(&golden.snapshot)).await.unwrap();
+        let id = hubdex_server::pull_snapshot(&store, &golden.snapshot, &pulled).await.unwrap();
+        let copied = Store::open(pulled.to_str().unwrap()).unwrap();
+        assert_eq!(copied.latest_manifest().await.unwrap().snapshot, id);
+        assert_eq!(
+            std::fs::read(pulled.join(hubdex_formats::manifest_key(&id))).unwrap(),
+            std::fs::read(root.join(hubdex_formats::manifest_key(&id))).unwrap()
+        );
+    });
 }

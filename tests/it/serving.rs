@@ -154,6 +154,7 @@ async fn publish(
         build: BuildStats::default(),
         segments: entries,
         merged: Vec::new(),
+        earlier_snapshots: None,
     };
     store.publish(&manifest, false).await.unwrap();
     id

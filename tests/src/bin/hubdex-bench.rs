@@ -262,6 +262,7 @@ async fn prepare(
         build: BuildStats { rows: n as u64, ..BuildStats::default() },
         merged,
         segments: entries,
+        earlier_snapshots: None,
     };
     store.publish(&manifest, false).await?;
     write_s += t.elapsed().as_secs_f64() + merge_s;
