@@ -685,7 +685,7 @@ impl ServingIndex {
         terms_with_prefix(seg, self.f.entity, prefix, limit, &self.path)
     }
 
-    /// The stored row of `doc`, without its embedding.
+    /// The stored row of `doc`, without its embeddings.
     pub fn row(&self, doc: u32) -> Result<Row, FormatError> {
         let d: TantivyDocument = self.searcher.doc(DocAddress::new(0, doc)).map_err(self.tv())?;
         let bytes = d.get_first(self.f.row).and_then(|v| v.as_bytes()).ok_or_else(|| {

@@ -36,8 +36,9 @@ pub struct BuildOptions {
     pub device: Device,
     /// Local paths (repositories, or directories searched for them) and `owner/name`s.
     pub sources: Vec<PathBuf>,
-    /// Row types not to index (`exclude_types` of hubdex.toml, for every repository).
-    pub exclude: Vec<String>,
+    /// Globs of directories under a local source not searched for repositories (`--exclude`,
+    /// e.g. `archive/**`). Row types and file paths left out are in `rules`.
+    pub exclude_dirs: Vec<String>,
     /// Publish to a store that cannot update LATEST conditionally (one publisher only).
     pub allow_unsafe_latest: bool,
     /// The GitHub API base URL (GitHub Enterprise: `https://host/api/v3`).
@@ -74,7 +75,7 @@ impl BuildOptions {
             model_dir,
             device: Device::Cpu,
             sources,
-            exclude: Vec::new(),
+            exclude_dirs: Vec::new(),
             allow_unsafe_latest: false,
             github_api: std::env::var("HUBDEX_GITHUB_API")
                 .unwrap_or_else(|_| GITHUB_API.to_string()),
@@ -242,7 +243,7 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     let store = Store::open(&opts.store)?;
     let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let mut globs = GlobSetBuilder::new();
-    for g in &opts.exclude {
+    for g in &opts.exclude_dirs {
         globs.add(Glob::new(g).with_context(|| format!("--exclude {g:?} is not a valid glob"))?);
     }
     let globs = globs.build()?;

@@ -181,7 +181,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if opts.sources.is_empty() && !has_config {
                 opts.sources.push(PathBuf::from("."));
             }
-            opts.exclude = exclude;
+            opts.exclude_dirs = exclude;
             let r = build(&opts).await?;
             print_report(&r);
             println!("{}", r.snapshot);

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use crate::search::time;
+use crate::filter::format_time;
 use crate::snapshot::OpenSnapshot;
 
 /// Ids one fetch takes at most.
@@ -113,8 +113,8 @@ pub fn fetch(
             state: r.state.clone(),
             labels: r.labels.clone(),
             author: r.author.clone(),
-            created_at: time(r.created_at),
-            updated_at: time(r.updated_at),
+            created_at: format_time(r.created_at),
+            updated_at: format_time(r.updated_at),
             path: r.path.clone(),
             heading_path: (!r.heading_path.is_empty()).then(|| r.heading_path.clone()),
             line_start: r.line_start,

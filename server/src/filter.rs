@@ -19,6 +19,12 @@ pub(crate) const STATES: [&str; 4] = ["open", "closed", "merged", "all"];
 /// index queries (`hubdex_formats::ServingIndex::compile`).
 pub type Filters = RowFilter;
 
+/// A time as every answer shows it: RFC 3339, UTC, whole seconds (`2024-05-01T12:00:00Z`);
+/// the form [`parse_time`] reads back.
+pub(crate) fn format_time(t: Option<DateTime<Utc>>) -> Option<String> {
+    t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
 /// Parses an ISO 8601 date or date-time (RFC 3339, or `YYYY-MM-DD` meaning midnight UTC).
 pub(crate) fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, ToolError> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {

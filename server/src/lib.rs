@@ -42,8 +42,8 @@ pub use render::{fetch_text, related_text, scan_text, search_text, span_text};
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
-    Blend, Fusion, NO_RERANK_MODEL, RERANK_CANDIDATES, RRF_K, SearchAnswer, SearchRequest,
-    SearchResult, Sort, search, search_with_vector, snippet,
+    Blend, Fusion, NO_RERANK_MODEL, PAPER_RRF_K, RERANK_CANDIDATES, SERVED_RRF_K, SearchAnswer,
+    SearchRequest, SearchResult, Sort, search, search_with_vector, snippet,
 };
 pub use snapshot::{
     OpenError, OpenSegments, OpenSnapshot, default_cache, open_snapshot, open_snapshot_in,

@@ -121,7 +121,7 @@ impl Default for Metrics {
         let segments_opened = Gauge::<i64>::default();
         registry.register(
             "segments_opened",
-            "Segments opened since start (a segment a newer snapshot shares is not reopened)",
+            "Segments opened since start: at start, on a swap and when a snapshot is opened by id (a segment already open is not reopened)",
             segments_opened.clone(),
         );
         Metrics {

@@ -17,8 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use crate::filter::index_error;
-use crate::search::time;
+use crate::filter::{format_time, index_error};
 use crate::snapshot::OpenSnapshot;
 
 /// Edges per (kind, direction) an answer lists by default, and at most.
@@ -264,7 +263,7 @@ fn entity_info_with(
             .or_else(|| url.map(str::to_string))
             .or_else(|| fallback_url(repo, entity)),
         state: row.as_ref().and_then(|r| r.state.clone()),
-        updated_at: row.as_ref().and_then(|r| time(r.updated_at)),
+        updated_at: row.as_ref().and_then(|r| format_time(r.updated_at)),
         indexed: row.is_some(),
     })
 }

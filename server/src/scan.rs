@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
 use crate::filter::{
-    FILTER_ARGS, Filters, filters_from_args, index_error, may_match, parse_time, unmatched,
+    FILTER_ARGS, Filters, filters_from_args, format_time, index_error, may_match, parse_time,
+    unmatched,
 };
-use crate::search::time;
 use crate::snapshot::OpenSnapshot;
 
 /// Rows a scan returns at most per call.
@@ -199,8 +199,8 @@ pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> Result<ScanAnswer, ToolEr
         results.push(ScanItem {
             snippet: crate::search::snippet(&r.body, &[], 200),
             row_type: r.kind().to_string(),
-            created_at: time(r.created_at),
-            updated_at: time(r.updated_at),
+            created_at: format_time(r.created_at),
+            updated_at: format_time(r.updated_at),
             id: r.id,
             repo: r.repo,
             number: r.number,
@@ -228,8 +228,8 @@ pub fn scan(snap: &OpenSnapshot, req: &ScanRequest) -> Result<ScanAnswer, ToolEr
     Ok(ScanAnswer {
         snapshot: snap.id().to_string(),
         order: req.order.clone(),
-        since: time(Some(req.since)).unwrap_or_default(),
-        until: time(Some(req.until)).unwrap_or_default(),
+        since: format_time(Some(req.since)).unwrap_or_default(),
+        until: format_time(Some(req.until)).unwrap_or_default(),
         count: results.len(),
         truncated,
         cursor,

@@ -9,12 +9,19 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::args::{Args, ToolError};
-use crate::filter::{FILTER_ARGS, Filters, filters_from_args, index_error, may_match, unmatched};
+use crate::filter::{
+    FILTER_ARGS, Filters, filters_from_args, format_time, index_error, may_match, unmatched,
+};
 use crate::rerank::Reranker;
 use crate::snapshot::OpenSnapshot;
 
-/// The RRF constant: a document at rank r contributes 1 / (K + r).
-pub const RRF_K: f64 = 60.0;
+/// The RRF rank offset of the original paper (Cormack et al., 2009): a document at rank r
+/// contributes 1 / (k + r). `hubdex eval --blend rrf` and `wrrf:W` use it; what `fusion: rrf`
+/// serves is [`SERVED_RRF_K`].
+pub const PAPER_RRF_K: f64 = 60.0;
+
+/// The RRF rank offset `fusion: rrf` serves ([`Blend::DEFAULT`]).
+pub const SERVED_RRF_K: f64 = 20.0;
 
 /// A row whose vector is at least this close to the query's (cosine) says nearly exactly what
 /// was asked: a pasted commit subject, an issue's title. `fusion: rrf` ranks such rows above
@@ -55,10 +62,10 @@ pub enum Blend {
 
 impl Blend {
     /// Plain RRF, k = 60, equal weights.
-    pub const RRF: Blend = Blend::Rrf { k: RRF_K, w_sparse: 1.0, w_dense: 1.0 };
+    pub const RRF: Blend = Blend::Rrf { k: PAPER_RRF_K, w_sparse: 1.0, w_dense: 1.0 };
     /// What `fusion: rrf` uses: RRF with k = 20, equal weights. On the docstring → code set it
     /// beat k = 60, weighted RRF and min-max blends on recall@10 and MRR (docs/quality.md).
-    pub const DEFAULT: Blend = Blend::Rrf { k: 20.0, w_sparse: 1.0, w_dense: 1.0 };
+    pub const DEFAULT: Blend = Blend::Rrf { k: SERVED_RRF_K, w_sparse: 1.0, w_dense: 1.0 };
 
     /// Parses `rrf`, `rrf:K`, `wrrf:W_DENSE` (weights 1 - w and w, k = 60) or `minmax:W_DENSE`.
     pub fn parse(s: &str) -> Result<Blend, String> {
@@ -70,10 +77,10 @@ impl Blend {
         };
         let w = |a: Option<f64>| a.filter(|w| (0.0..=1.0).contains(w)).ok_or_else(bad);
         match name {
-            "rrf" => Ok(Blend::Rrf { k: arg.unwrap_or(RRF_K), w_sparse: 1.0, w_dense: 1.0 }),
+            "rrf" => Ok(Blend::Rrf { k: arg.unwrap_or(PAPER_RRF_K), w_sparse: 1.0, w_dense: 1.0 }),
             "wrrf" => {
                 let w = w(arg)?;
-                Ok(Blend::Rrf { k: RRF_K, w_sparse: 2.0 * (1.0 - w), w_dense: 2.0 * w })
+                Ok(Blend::Rrf { k: PAPER_RRF_K, w_sparse: 2.0 * (1.0 - w), w_dense: 2.0 * w })
             }
             "minmax" => Ok(Blend::MinMax { w_dense: w(arg)? }),
             _ => Err(bad()),
@@ -191,7 +198,7 @@ impl SameEntityRow {
             id: r.id.clone(),
             row_type: r.kind().to_string(),
             url: r.url.clone(),
-            updated_at: time(r.updated_at),
+            updated_at: format_time(r.updated_at),
             score,
         }
     }
@@ -296,10 +303,6 @@ fn range_of(list: &[(usize, u32, f32)]) -> (f64, f64) {
     (min, (max - min).max(1e-9))
 }
 
-pub(crate) fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> Option<String> {
-    t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-}
-
 /// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only; rescores the
 /// top candidates with `reranker` when the request asks for it and there is one.
 pub fn search(
@@ -320,7 +323,9 @@ pub fn search(
 }
 
 /// [`search`] with the query already embedded (`None` for sparse-only): what a benchmark
-/// times when it compares search alone.
+/// times when it compares search alone. The stages, in order: [`retrieve`] both lists from
+/// every unit, [`fuse`] them, [`rank`] with ties broken by row id, [`rerank`] the top, [`fold`]
+/// rows into entities, [`sort_by_time`] when asked, and the edge summaries.
 pub fn search_with_vector(
     snap: &OpenSnapshot,
     query_vec: Option<&[f32]>,
@@ -328,18 +333,57 @@ pub fn search_with_vector(
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = unmatched(&req.filters, snap)?;
-    // `type: commit` also finds a commit by its diff rows (what it changed is often what it is
-    // asked by): they are searched with it, fold into it, and the commit row is shown.
-    let by_diff =
-        req.filters.types.contains(&RowType::Commit) && !req.filters.types.contains(&RowType::Diff);
+    let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
+    let (sparse, dense) = retrieve(snap, query_vec, req)?;
+    let mut ranked = rank(snap, fuse(&sparse, &dense, req))?;
+    let mut rows = RowCache::new(snap);
+    let (rerank_applied, rerank_note) = rerank(&mut ranked, &mut rows, reranker, req)?;
+    let mut results = fold(snap, ranked, &mut rows, req)?;
+    sort_by_time(&mut results, req);
+    for r in &mut results {
+        if let Some(s) = crate::related::summary_of(
+            snap,
+            r.row_type,
+            &r.repo,
+            &r.entity,
+            req.filters.scope.as_ref(),
+        )? {
+            r.first_release = s.first_release;
+            r.edges = Some(s.edges);
+        }
+    }
+    Ok(SearchAnswer {
+        snapshot: snap.id().to_string(),
+        count: results.len(),
+        filters_unmatched,
+        rerank_applied,
+        rerank_note,
+        results,
+    })
+}
+
+/// Candidates of one list, as (unit, doc, score).
+type Hits = Vec<(usize, u32, f32)>;
+
+/// `type: commit` also finds a commit by its diff rows (what it changed is often what it is
+/// asked by): they are searched with it, fold into it, and the commit row is shown.
+fn commits_by_diff(req: &SearchRequest) -> bool {
+    req.filters.types.contains(&RowType::Commit) && !req.filters.types.contains(&RowType::Diff)
+}
+
+/// The BM25 and vector candidates of every unit, each list cut to the candidate pool and in a
+/// fixed order (score, then unit and doc) however the workers finished.
+fn retrieve(
+    snap: &OpenSnapshot,
+    query_vec: Option<&[f32]>,
+    req: &SearchRequest,
+) -> Result<(Hits, Hits), ToolError> {
+    let by_diff = commits_by_diff(req);
     let mut searched = req.filters.clone();
     if by_diff {
         searched.types.push(RowType::Diff);
     }
     let pool = (req.top_k * 5).max(50);
-    let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
-    // One segment's candidates: (sparse, dense) as (segment, doc, score).
-    type Hits = Vec<(usize, u32, f32)>;
     let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
         let seg = &snap.segments[si];
         if !may_match(&searched, seg) {
@@ -391,21 +435,24 @@ pub fn search_with_vector(
         sparse.extend(s);
         dense.extend(d);
     }
-    // Score, then (segment, doc): the same order however the workers finished.
     sparse.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     dense.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
     sparse.truncate(pool);
     dense.truncate(pool);
+    Ok((sparse, dense))
+}
 
-    let mut cands: HashMap<(usize, u32), Candidate> = HashMap::new();
+/// Each candidate's fused score from its place in the two lists, as `req` blends them.
+fn fuse(sparse: &Hits, dense: &Hits, req: &SearchRequest) -> HashMap<Key, Candidate> {
+    let mut cands: HashMap<Key, Candidate> = HashMap::new();
     for (rank, &(si, doc, score)) in sparse.iter().enumerate() {
         cands.entry((si, doc)).or_default().sparse = Some((score, rank + 1));
     }
     for (rank, &(si, doc, score)) in dense.iter().enumerate() {
         cands.entry((si, doc)).or_default().dense = Some((score, rank + 1));
     }
-    let (s_min, s_span) = range_of(&sparse);
-    let (d_min, d_span) = range_of(&dense);
+    let (s_min, s_span) = range_of(sparse);
+    let (d_min, d_span) = range_of(dense);
     for c in cands.values_mut() {
         // A row that nearly repeats the query comes first, whatever the blend.
         let known = c.dense.map(|(s, _)| s).filter(|s| *s >= KNOWN_ITEM_COSINE);
@@ -423,9 +470,22 @@ pub fn search_with_vector(
             (Fusion::SparseOnly, ..) => c.sparse.map_or(0.0, |(s, _)| s as f64),
         };
     }
-    // Ties break on row id so the same snapshot always gives the same order. Ids come from the
-    // mapped id column, and only for candidates whose score another one shares.
-    let mut ranked: Vec<(Key, Candidate, String)> =
+    cands
+}
+
+/// A ranked candidate: its key, its scores, and its row id when it ties with a neighbour.
+type Ranked = (Key, Candidate, String);
+
+/// Best fused score first; ties by row id.
+fn by_fused(a: &Ranked, b: &Ranked) -> std::cmp::Ordering {
+    b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
+}
+
+/// The candidates best first. Ties break on row id so the same snapshot always gives the same
+/// order; ids come from the mapped id column, and only for candidates whose score another one
+/// shares.
+fn rank(snap: &OpenSnapshot, cands: HashMap<Key, Candidate>) -> Result<Vec<Ranked>, ToolError> {
+    let mut ranked: Vec<Ranked> =
         cands.into_iter().map(|(key, c)| (key, c, String::new())).collect();
     ranked.sort_by(|a, b| b.1.fused.total_cmp(&a.1.fused));
     let tied: Vec<bool> = (0..ranked.len())
@@ -440,40 +500,54 @@ pub fn search_with_vector(
             entry.2 = snap.segments[entry.0.0].text.id_of(entry.0.1).map_err(index_error)?;
         }
     }
-    let by_fused = |a: &(Key, Candidate, String), b: &(Key, Candidate, String)| {
-        b.1.fused.total_cmp(&a.1.fused).then_with(|| a.2.cmp(&b.2))
-    };
     ranked.sort_by(by_fused);
-    let mut rows = RowCache::new(snap);
-    let mut rerank_note = None;
-    let mut rerank_applied = false;
-    match (req.rerank, reranker) {
-        (true, Some(model)) => {
-            let n = ranked.len().min(RERANK_CANDIDATES.max(req.top_k * 2));
-            let mut passages = Vec::with_capacity(n);
-            for (key, _, _) in &ranked[..n] {
-                passages.push(rerank_passage(rows.get(*key)?));
-            }
-            let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
-            let scores = model
-                .score(&req.query, &refs)
-                .map_err(|e| ToolError::Unavailable(format!("reranking: {e}")))?;
-            for ((_, c, _), s) in ranked[..n].iter_mut().zip(scores) {
-                c.rerank = Some(s);
-            }
-            ranked[..n].sort_by(|a, b| {
-                let (x, y) = (a.1.rerank.unwrap_or(f32::MIN), b.1.rerank.unwrap_or(f32::MIN));
-                y.total_cmp(&x).then_with(|| by_fused(a, b))
-            });
-            rerank_applied = true;
-        }
-        (true, None) => rerank_note = Some(NO_RERANK_MODEL.to_string()),
-        (false, _) => {}
-    }
+    Ok(ranked)
+}
 
+/// Rescores the top candidates with the cross-encoder when the request asks for it and there
+/// is one: whether it was applied, and the note that says why not when it was asked for.
+fn rerank(
+    ranked: &mut [Ranked],
+    rows: &mut RowCache<'_>,
+    reranker: Option<&Reranker>,
+    req: &SearchRequest,
+) -> Result<(bool, Option<String>), ToolError> {
+    let model = match (req.rerank, reranker) {
+        (true, Some(model)) => model,
+        (true, None) => return Ok((false, Some(NO_RERANK_MODEL.to_string()))),
+        (false, _) => return Ok((false, None)),
+    };
+    let n = ranked.len().min(RERANK_CANDIDATES.max(req.top_k * 2));
+    let mut passages = Vec::with_capacity(n);
+    for (key, _, _) in &ranked[..n] {
+        passages.push(rerank_passage(rows.get(*key)?));
+    }
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let scores = model
+        .score(&req.query, &refs)
+        .map_err(|e| ToolError::Unavailable(format!("reranking: {e}")))?;
+    for ((_, c, _), s) in ranked[..n].iter_mut().zip(scores) {
+        c.rerank = Some(s);
+    }
+    ranked[..n].sort_by(|a, b| {
+        let (x, y) = (a.1.rerank.unwrap_or(f32::MIN), b.1.rerank.unwrap_or(f32::MIN));
+        y.total_cmp(&x).then_with(|| by_fused(a, b))
+    });
+    Ok((true, None))
+}
+
+/// The results: rows of one repository and entity fold into the best-ranked one (an entity
+/// lives in one unit), a diff found for `type: commit` shows its commit, and with relevance
+/// order only the first `top_k` entities are kept.
+fn fold(
+    snap: &OpenSnapshot,
+    ranked: Vec<Ranked>,
+    rows: &mut RowCache<'_>,
+    req: &SearchRequest,
+) -> Result<Vec<SearchResult>, ToolError> {
+    let by_diff = commits_by_diff(req);
     let terms = query_terms(&req.query);
     let mut results: Vec<SearchResult> = Vec::new();
-    // Rows of one repository and entity fold together; an entity lives in one segment.
     let mut by_entity: HashMap<EntityKey, usize> = HashMap::new();
     // An entity skipped as a whole (a diff whose commit row is not in the snapshot).
     const DROPPED: usize = usize::MAX;
@@ -526,8 +600,8 @@ pub fn search_with_vector(
             line_start: r.line_start,
             line_end: r.line_end,
             commit_sha: r.commit_sha.clone(),
-            updated_at: time(r.updated_at),
-            created_at: time(r.created_at),
+            updated_at: format_time(r.updated_at),
+            created_at: format_time(r.created_at),
             snippet: snippet(&r.body, &terms, SNIPPET_CHARS),
             score: c.fused,
             sparse_score: c.sparse.map(|s| s.0),
@@ -541,35 +615,21 @@ pub fn search_with_vector(
             edges: None,
         });
     }
-    if req.sort != Sort::Relevance {
-        // Most recent among the relevant: every candidate entity, newest first.
-        let key = |r: &SearchResult| match req.sort {
-            Sort::CreatedDesc => r.created_at.clone(),
-            _ => r.updated_at.clone(),
-        };
-        results.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| b.score.total_cmp(&a.score)));
-        results.truncate(req.top_k);
+    Ok(results)
+}
+
+/// With a `sort` other than relevance: the most recent among the relevant, every candidate
+/// entity newest first, cut to `top_k`.
+fn sort_by_time(results: &mut Vec<SearchResult>, req: &SearchRequest) {
+    if req.sort == Sort::Relevance {
+        return;
     }
-    for r in &mut results {
-        if let Some(s) = crate::related::summary_of(
-            snap,
-            r.row_type,
-            &r.repo,
-            &r.entity,
-            req.filters.scope.as_ref(),
-        )? {
-            r.first_release = s.first_release;
-            r.edges = Some(s.edges);
-        }
-    }
-    Ok(SearchAnswer {
-        snapshot: snap.id().to_string(),
-        count: results.len(),
-        filters_unmatched,
-        rerank_applied,
-        rerank_note,
-        results,
-    })
+    let key = |r: &SearchResult| match req.sort {
+        Sort::CreatedDesc => r.created_at.clone(),
+        _ => r.updated_at.clone(),
+    };
+    results.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| b.score.total_cmp(&a.score)));
+    results.truncate(req.top_k);
 }
 
 /// A candidate: its segment and doc.
@@ -684,7 +744,7 @@ mod tests {
         assert_eq!(Blend::parse("rrf").unwrap(), Blend::RRF);
         assert_eq!(
             Blend::parse("wrrf:0.25").unwrap(),
-            Blend::Rrf { k: RRF_K, w_sparse: 1.5, w_dense: 0.5 }
+            Blend::Rrf { k: PAPER_RRF_K, w_sparse: 1.5, w_dense: 0.5 }
         );
         assert_eq!(Blend::parse("minmax:0.5").unwrap(), Blend::MinMax { w_dense: 0.5 });
         for bad in ["minmax:2", "wrrf", "borda", "rrf:x"] {

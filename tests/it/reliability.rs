@@ -689,6 +689,12 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("2024-01-01"),
             Just("docs/**"),
             Just("local/widgets"),
+            Just("issue/1"),
+            Just("commit/ab"),
+            Just("file/README.md"),
+            Just("https://github.com/acme/widgets/issues/1"),
+            Just("closes"),
+            Just("both"),
             Just("")
         ]
         .prop_map(Value::from),
@@ -727,6 +733,10 @@ const ARG_NAMES: &[&str] = &[
     "limit",
     "cursor",
     "order",
+    "id",
+    "kinds",
+    "direction",
+    "depth",
 ];
 
 fn arb_args() -> impl Strategy<Value = serde_json::Map<String, Value>> {
@@ -743,7 +753,8 @@ fn s11_fuzzed_tool_arguments_never_panic_and_fail_as_tool_errors() {
         cases: 256,
         ..ProptestConfig::default()
     });
-    let tools: Vec<&'static str> = vec!["search", "scan", "fetch", "read_span", "index_stats"];
+    let tools: Vec<&'static str> =
+        vec!["search", "scan", "fetch", "read_span", "related", "index_stats"];
     runner
         .run(&(prop::sample::select(tools), arb_args()), |(tool, args)| {
             let result = rt.block_on(hubdex_server::call_tool(&st, tool, &args));

@@ -57,12 +57,15 @@ async fn get_json<T: DeserializeOwned>(
     }
 }
 
-/// Every page of a list, following Link headers. With `etag`, the first page is asked
-/// conditionally; `Ok(None)` means it had not changed.
+/// Every page of a list, following Link headers, while `take` accepts its items: the first
+/// item it refuses ends the list there (a crawl stops at its watermark). With `etag`, the
+/// first page is asked conditionally; `Ok(None)` means it had not changed. Else the items and
+/// the first page's ETag.
 async fn get_pages<T: DeserializeOwned>(
     client: &GitHubClient,
     first: &str,
     etag: Option<&str>,
+    mut take: impl FnMut(&T) -> bool,
 ) -> Result<Option<(Vec<T>, Option<String>)>, GitHubError> {
     let mut out = Vec::new();
     let mut path = first.to_string();
@@ -72,13 +75,18 @@ async fn get_pages<T: DeserializeOwned>(
         match client.get(&path, conditional).await? {
             Fetched::NotModified => return Ok(None),
             Fetched::Page { body, etag, next } => {
-                if first_etag.is_none() && out.is_empty() {
+                if path == first {
                     first_etag = etag;
                 }
-                let mut items: Vec<T> = serde_json::from_slice(&body).map_err(|e| {
+                let items: Vec<T> = serde_json::from_slice(&body).map_err(|e| {
                     GitHubError::Decode { path: path.clone(), detail: e.to_string() }
                 })?;
-                out.append(&mut items);
+                for item in items {
+                    if !take(&item) {
+                        return Ok(Some((out, first_etag)));
+                    }
+                    out.push(item);
+                }
                 match next {
                     Some(n) => path = n,
                     None => return Ok(Some((out, first_etag))),
@@ -87,6 +95,22 @@ async fn get_pages<T: DeserializeOwned>(
         }
         conditional = None;
     }
+}
+
+/// Every item of every page of a list, asked unconditionally.
+async fn get_all<T: DeserializeOwned>(
+    client: &GitHubClient,
+    first: &str,
+) -> Result<Vec<T>, GitHubError> {
+    Ok(get_pages(client, first, None, |_| true).await?.map(|p| p.0).unwrap_or_default())
+}
+
+/// Records the first page's ETag of `list` in the cursor (or forgets an old one).
+fn remember_etag(cur: &mut Cursor, list: &str, etag: Option<String>) {
+    match etag {
+        Some(e) => cur.etags.insert(list.to_string(), e),
+        None => cur.etags.remove(list),
+    };
 }
 
 /// Crawls the API side of `repo` (owner/name) from `cursor`.
@@ -120,39 +144,18 @@ pub async fn crawl_api(
         // Newest first, always the same URL: its first page's ETag says whether anything
         // changed at all (a 304 costs no quota), and paging stops at the watermark.
         let list = format!("{base}/issues?state=all&sort=updated&direction=desc&per_page=100");
-        let mut issues: Vec<Issue> = Vec::new();
-        let mut path = list.clone();
-        let mut conditional =
+        let conditional =
             previous.etags.get(&list).map(String::as_str).filter(|_| previous.watermark.is_some());
-        'pages: loop {
-            match client.get(&path, conditional).await? {
-                Fetched::NotModified => break,
-                Fetched::Page { body, etag, next } => {
-                    if path == list {
-                        match etag {
-                            Some(e) => cur.etags.insert(list.clone(), e),
-                            None => cur.etags.remove(&list),
-                        };
-                    }
-                    let page: Vec<Issue> = serde_json::from_slice(&body).map_err(|e| {
-                        GitHubError::Decode { path: path.clone(), detail: e.to_string() }
-                    })?;
-                    for i in page {
-                        // Items updated before the watermark were indexed already; the
-                        // boundary second itself is crawled again (overlap).
-                        if previous.watermark.is_some_and(|w| i.updated_at < w) {
-                            break 'pages;
-                        }
-                        issues.push(i);
-                    }
-                    match next {
-                        Some(n) => path = n,
-                        None => break,
-                    }
-                }
+        // Items updated before the watermark were indexed already; the boundary second itself
+        // is crawled again (overlap).
+        let fresh = |i: &Issue| previous.watermark.is_none_or(|w| i.updated_at >= w);
+        let mut issues: Vec<Issue> = match get_pages(client, &list, conditional, fresh).await? {
+            None => Vec::new(),
+            Some((issues, etag)) => {
+                remember_etag(&mut cur, &list, etag);
+                issues
             }
-            conditional = None;
-        }
+        };
         // Items that failed last time are fetched again whatever the watermark says.
         let listed: BTreeSet<i64> = issues.iter().map(|i| i.number).collect();
         for p in &previous.pending {
@@ -206,14 +209,11 @@ pub async fn crawl_api(
 
     if scope.releases {
         let list = format!("{base}/releases?per_page=100");
-        match get_pages::<Release>(client, &list, previous.etags.get(&list).map(String::as_str))
-            .await?
-        {
+        let conditional = previous.etags.get(&list).map(String::as_str);
+        match get_pages::<Release>(client, &list, conditional, |_| true).await? {
             None => {}
             Some((releases, etag)) => {
-                if let Some(e) = etag {
-                    cur.etags.insert(list.clone(), e);
-                }
+                remember_etag(&mut cur, &list, etag);
                 *out.counts.entry("release").or_default() += releases.len() as u64;
                 out.releases = Some(releases.iter().map(|r| release_row(repo, r)).collect());
             }
@@ -231,25 +231,16 @@ async fn crawl_thread(
     let base = format!("/repos/{repo}");
     let n = issue.number;
     let comments: Vec<Comment> = if issue.comments > 0 {
-        get_pages(client, &format!("{base}/issues/{n}/comments?per_page=100"), None)
-            .await?
-            .map(|p| p.0)
-            .unwrap_or_default()
+        get_all(client, &format!("{base}/issues/{n}/comments?per_page=100")).await?
     } else {
         Vec::new()
     };
     let (pr, reviews, review_comments) = if issue.pull_request.is_some() {
         let pr: PullRequest = get_json(client, &format!("{base}/pulls/{n}")).await?;
         let reviews: Vec<Review> =
-            get_pages(client, &format!("{base}/pulls/{n}/reviews?per_page=100"), None)
-                .await?
-                .map(|p| p.0)
-                .unwrap_or_default();
+            get_all(client, &format!("{base}/pulls/{n}/reviews?per_page=100")).await?;
         let rc: Vec<ReviewComment> =
-            get_pages(client, &format!("{base}/pulls/{n}/comments?per_page=100"), None)
-                .await?
-                .map(|p| p.0)
-                .unwrap_or_default();
+            get_all(client, &format!("{base}/pulls/{n}/comments?per_page=100")).await?;
         (Some(pr), reviews, rc)
     } else {
         (None, Vec::new(), Vec::new())
