@@ -439,7 +439,10 @@ struct Issuer {
 }
 
 fn issuer() -> Issuer {
-    let port = hubdex_tests::free_port();
+    // Bound here, on a port the OS picks: no other test can take it before the issuer serves.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
     let jwks = Arc::new(std::sync::Mutex::new(json!({"keys": []})));
     let (meta_url, keys) = (url.clone(), jwks.clone());
@@ -458,7 +461,7 @@ fn issuer() -> Issuer {
                         move || async move { axum::Json(keys.lock().unwrap().clone()) },
                     ),
                 );
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });

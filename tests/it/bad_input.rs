@@ -271,7 +271,9 @@ fn every_tool_without_a_valid_token_is_refused_when_tokens_are_configured() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.toml");
     let mut tokens = hubdex_server::TokensFile::default();
-    let expired = tokens.add("old", &["*".into()], &[], Some("2020-01-01")).unwrap();
+    let expired = tokens.add("old", &["*".into()], &[], Some("2099-01-01")).unwrap();
+    // It ran out since (a token cannot be added already expired).
+    tokens.token[0].expires = Some("2020-01-01".into());
     tokens.save(&file).unwrap();
     let (_server, port) =
         crate::mcp_clients::http_server(&["--tokens-file", file.to_str().unwrap()]);

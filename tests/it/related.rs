@@ -475,13 +475,12 @@ fn related_lists_the_newest_of_all_edges_when_there_are_more_than_the_limit() {
         ["2024-03-05", "2024-01-02", "2024-06-09", "2024-02-03", "2024-05-07", "2024-04-01"];
     let mut by_date = BTreeMap::new();
     for (i, d) in dates.iter().enumerate() {
-        let sha = commit(
-            &repo.dir,
-            &format!("m{i}.txt"),
-            &format!("Touch {i}, see #7"),
-            &format!("{d}T00:00:00Z"),
-        );
-        by_date.insert(*d, format!("commit/{sha}"));
+        // Only the message mentions #7: the file's own text does not.
+        let at = format!("{d}T00:00:00Z");
+        std::fs::write(repo.dir.join(format!("m{i}.txt")), format!("touched {i}\n")).unwrap();
+        git_at(&repo.dir, &["add", "."], &at);
+        git_at(&repo.dir, &["commit", "-q", "-m", &format!("Touch {i}, see #7")], &at);
+        by_date.insert(*d, format!("commit/{}", git_at(&repo.dir, &["rev-parse", "HEAD"], &at)));
     }
     let store = dir.path().join("store");
     runtime().block_on(build(&options(&store, &repo.dir))).unwrap();
@@ -491,7 +490,8 @@ fn related_lists_the_newest_of_all_edges_when_there_are_more_than_the_limit() {
             .await
     });
     let g = &answer["groups"][0];
-    assert_eq!((g["count"].as_u64(), g["truncated"].as_bool()), (Some(6), Some(true)), "{answer}");
+    // The six commits, and whatever else of the generated history mentions #7.
+    assert!(g["count"].as_u64() >= Some(6) && g["truncated"] == json!(true), "{answer}");
     let listed: Vec<&str> =
         group(&answer, "mentions", "in").iter().map(|e| e["entity"].as_str().unwrap()).collect();
     let newest: Vec<&str> = by_date.values().rev().take(2).map(String::as_str).collect();
