@@ -22,100 +22,6 @@ use crate::row::{Row, RowType};
 /// Rows per Parquet row group: small enough to read a page of results cheaply.
 const ROW_GROUP_ROWS: usize = 8192;
 
-fn utf8(name: &str, nullable: bool) -> Field {
-    Field::new(name, DataType::Utf8, nullable)
-}
-
-fn ts(name: &str) -> Field {
-    Field::new(name, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true)
-}
-
-fn list(name: &str) -> Field {
-    Field::new(name, DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), false)
-}
-
-/// The Arrow schema of rows.parquet for embeddings of `dim` dimensions.
-pub fn row_schema(dim: usize) -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        utf8("id", false),
-        utf8("type", false),
-        utf8("repo", false),
-        utf8("entity", false),
-        Field::new("number", DataType::Int64, true),
-        utf8("title", true),
-        utf8("body", false),
-        Field::new("body_chars", DataType::Int64, false),
-        Field::new("truncated", DataType::Boolean, false),
-        utf8("url", true),
-        utf8("state", true),
-        utf8("state_reason", true),
-        Field::new("draft", DataType::Boolean, true),
-        list("labels"),
-        utf8("milestone", true),
-        list("assignees"),
-        utf8("author", true),
-        utf8("committer", true),
-        ts("created_at"),
-        ts("updated_at"),
-        ts("closed_at"),
-        ts("merged_at"),
-        utf8("base_ref", true),
-        utf8("head_ref", true),
-        utf8("tag", true),
-        Field::new("in_reply_to", DataType::Int64, true),
-        utf8("path", true),
-        Field::new("line_start", DataType::Int64, true),
-        Field::new("line_end", DataType::Int64, true),
-        list("heading_path"),
-        Field::new("chunk_index", DataType::Int32, false),
-        utf8("commit_sha", true),
-        list("files_changed"),
-        utf8("language", true),
-        utf8("symbol", true),
-        list("refs"),
-        utf8("content_sha256", false),
-        Field::new("embed_chars", DataType::Int64, true),
-        Field::new(
-            "embedding",
-            DataType::FixedSizeList(
-                Arc::new(Field::new("item", DataType::Float32, false)),
-                dim as i32,
-            ),
-            false,
-        ),
-        // Null for the rows without a second vector (format 4; absent in older files).
-        Field::new(
-            "title_embedding",
-            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
-            true,
-        ),
-    ]))
-}
-
-fn strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
-    Arc::new(values.collect::<StringArray>())
-}
-
-fn lists<'a>(values: impl Iterator<Item = &'a Vec<String>>) -> ArrayRef {
-    let mut b = ListBuilder::new(StringBuilder::new());
-    for v in values {
-        for s in v {
-            b.values().append_value(s);
-        }
-        b.append(true);
-    }
-    Arc::new(b.finish())
-}
-
-fn times<'a>(values: impl Iterator<Item = Option<&'a DateTime<Utc>>>) -> ArrayRef {
-    Arc::new(
-        values
-            .map(|t| t.map(|t| t.timestamp_micros()))
-            .collect::<TimestampMicrosecondArray>()
-            .with_timezone("UTC"),
-    )
-}
-
 /// Assembles rows into one Arrow batch. Every row must carry a `dim`-long embedding, and a
 /// `dim`-long title embedding or none.
 pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatError> {
@@ -136,90 +42,7 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
             ),
         });
     }
-    let mut title_emb = ListBuilder::new(Float32Builder::new()).with_field(Arc::new(Field::new(
-        "item",
-        DataType::Float32,
-        false,
-    )));
-    for r in rows {
-        if r.title_embedding.is_empty() {
-            title_emb.append_null();
-        } else {
-            title_emb.values().append_slice(&r.title_embedding);
-            title_emb.append(true);
-        }
-    }
-    let mut emb = FixedSizeListBuilder::with_capacity(
-        Float32Builder::with_capacity(rows.len() * dim),
-        dim as i32,
-        rows.len(),
-    )
-    .with_field(Arc::new(Field::new("item", DataType::Float32, false)));
-    for r in rows {
-        emb.values().append_slice(&r.embedding);
-        emb.append(true);
-    }
-    // Rows staged before embedding have no vectors: a zero-width list, whose length Arrow
-    // takes from its validity buffer.
-    let embeddings: ArrayRef = if dim == 0 {
-        Arc::new(FixedSizeListArray::try_new(
-            Arc::new(Field::new("item", DataType::Float32, false)),
-            0,
-            Arc::new(Float32Array::from(Vec::<f32>::new())),
-            Some(arrow::buffer::NullBuffer::new_valid(rows.len())),
-        )?)
-    } else {
-        Arc::new(emb.finish())
-    };
-    let mut truncated = BooleanBuilder::new();
-    let mut draft = BooleanBuilder::new();
-    for r in rows {
-        truncated.append_value(r.truncated);
-        draft.append_option(r.draft);
-    }
-    let columns: Vec<ArrayRef> = vec![
-        strings(rows.iter().map(|r| Some(r.id.as_str()))),
-        strings(rows.iter().map(|r| Some(r.kind().as_str()))),
-        strings(rows.iter().map(|r| Some(r.repo.as_str()))),
-        strings(rows.iter().map(|r| Some(r.entity.as_str()))),
-        Arc::new(rows.iter().map(|r| r.number).collect::<Int64Array>()),
-        strings(rows.iter().map(|r| r.title.as_deref())),
-        strings(rows.iter().map(|r| Some(r.body.as_str()))),
-        Arc::new(rows.iter().map(|r| Some(r.body_chars)).collect::<Int64Array>()),
-        Arc::new(truncated.finish()),
-        strings(rows.iter().map(|r| r.url.as_deref())),
-        strings(rows.iter().map(|r| r.state.as_deref())),
-        strings(rows.iter().map(|r| r.state_reason.as_deref())),
-        Arc::new(draft.finish()),
-        lists(rows.iter().map(|r| &r.labels)),
-        strings(rows.iter().map(|r| r.milestone.as_deref())),
-        lists(rows.iter().map(|r| &r.assignees)),
-        strings(rows.iter().map(|r| r.author.as_deref())),
-        strings(rows.iter().map(|r| r.committer.as_deref())),
-        times(rows.iter().map(|r| r.created_at.as_ref())),
-        times(rows.iter().map(|r| r.updated_at.as_ref())),
-        times(rows.iter().map(|r| r.closed_at.as_ref())),
-        times(rows.iter().map(|r| r.merged_at.as_ref())),
-        strings(rows.iter().map(|r| r.base_ref.as_deref())),
-        strings(rows.iter().map(|r| r.head_ref.as_deref())),
-        strings(rows.iter().map(|r| r.tag.as_deref())),
-        Arc::new(rows.iter().map(|r| r.in_reply_to).collect::<Int64Array>()),
-        strings(rows.iter().map(|r| r.path.as_deref())),
-        Arc::new(rows.iter().map(|r| r.line_start).collect::<Int64Array>()),
-        Arc::new(rows.iter().map(|r| r.line_end).collect::<Int64Array>()),
-        lists(rows.iter().map(|r| &r.heading_path)),
-        Arc::new(rows.iter().map(|r| Some(r.chunk_index)).collect::<Int32Array>()),
-        strings(rows.iter().map(|r| r.commit_sha.as_deref())),
-        lists(rows.iter().map(|r| &r.files_changed)),
-        strings(rows.iter().map(|r| r.language.as_deref())),
-        strings(rows.iter().map(|r| r.symbol.as_deref())),
-        lists(rows.iter().map(|r| &r.refs)),
-        strings(rows.iter().map(|r| Some(r.content_sha256.as_str()))),
-        Arc::new(rows.iter().map(|r| r.embed_chars.map(|n| n as i64)).collect::<Int64Array>()),
-        embeddings,
-        Arc::new(title_emb.finish()),
-    ];
-    Ok(RecordBatch::try_new(row_schema(dim), columns)?)
+    Ok(RecordBatch::try_new(row_schema(dim), row_columns(rows, dim)?)?)
 }
 
 /// A zstd (level 3) Parquet writer of `schema` into a new file at `path`, every Parquet file of
@@ -298,20 +121,71 @@ pub fn read_rows(path: &Path, with_embeddings: bool) -> Result<Vec<Row>, FormatE
     Ok(rows)
 }
 
-struct Cols<'a>(&'a RecordBatch);
-
-impl<'a> Cols<'a> {
-    fn get<T: 'static>(&self, name: &str) -> Result<Option<&'a T>, String> {
-        match self.0.column_by_name(name) {
-            None => Ok(None),
-            Some(c) => c.as_any().downcast_ref::<T>().map(Some).ok_or_else(|| {
-                format!("column {name} has type {}, not the row schema's", c.data_type())
-            }),
+/// Generates [`row_schema`], the writer's columns and [`batch_to_rows`] from one list of
+/// `"name": Kind => field`.
+macro_rules! row_columns {
+    ($($name:literal: $kind:ident => $field:ident),* $(,)?) => {
+        /// The Arrow schema of rows.parquet for embeddings of `dim` dimensions.
+        pub fn row_schema(dim: usize) -> SchemaRef {
+            Arc::new(Schema::new(vec![$($kind::field($name, dim)),*]))
         }
+
+        fn row_columns(rows: &[Row], dim: usize) -> Result<Vec<ArrayRef>, FormatError> {
+            Ok(vec![$($kind::write(rows.iter().map(|r| &r.$field), dim)?),*])
+        }
+
+        /// Appends the rows of one batch to `out`. Only `id`, `type`, `repo` and `entity` must
+        /// be there; any other column may be absent (a projection), and its field is empty.
+        pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), String> {
+            $(let $field = column::<<$kind as ColumnKind>::Array>(batch, $name, $kind::REQUIRED)?;)*
+            for i in 0..batch.num_rows() {
+                out.push(Row { $($field: $kind::read($field, i, $name)?,)* });
+            }
+            Ok(())
+        }
+    };
+}
+
+/// Column `name` of `batch` as the array its kind reads; absent is an error when `required`.
+fn column<'a, A: 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+    required: bool,
+) -> Result<Option<&'a A>, String> {
+    match batch.column_by_name(name) {
+        None if required => Err(format!("column {name} is missing")),
+        None => Ok(None),
+        Some(c) => c.as_any().downcast_ref::<A>().map(Some).ok_or_else(|| {
+            format!("column {name} has type {}, not the row schema's", c.data_type())
+        }),
     }
-    fn need<T: 'static>(&self, name: &str) -> Result<&'a T, String> {
-        self.get(name)?.ok_or_else(|| format!("column {name} is missing"))
-    }
+}
+
+/// How one kind of column is declared, written from the `Row` field it holds, and read back.
+trait ColumnKind {
+    /// The `Row` field's type.
+    type Value;
+    /// The Arrow array a reader downcasts the column to.
+    type Array: 'static;
+    /// Whether a batch without the column is refused.
+    const REQUIRED: bool = false;
+    fn field(name: &str, dim: usize) -> Field;
+    fn write<'a>(
+        values: impl Iterator<Item = &'a Self::Value>,
+        dim: usize,
+    ) -> Result<ArrayRef, FormatError>
+    where
+        Self::Value: 'a;
+    /// Row `i`'s value; an absent column gives the field's empty value.
+    fn read(array: Option<&Self::Array>, i: usize, name: &str) -> Result<Self::Value, String>;
+}
+
+fn utf8(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::Utf8, nullable)
+}
+
+fn strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(values.collect::<StringArray>())
 }
 
 fn opt_str(a: Option<&StringArray>, i: usize) -> Option<String> {
@@ -320,20 +194,6 @@ fn opt_str(a: Option<&StringArray>, i: usize) -> Option<String> {
 
 fn opt_i64(a: Option<&Int64Array>, i: usize) -> Option<i64> {
     a.and_then(|a| (!a.is_null(i)).then(|| a.value(i)))
-}
-
-fn opt_time(a: Option<&TimestampMicrosecondArray>, i: usize) -> Option<DateTime<Utc>> {
-    a.and_then(|a| (!a.is_null(i)).then(|| DateTime::from_timestamp_micros(a.value(i))).flatten())
-}
-
-fn str_list(a: Option<&ListArray>, i: usize) -> Vec<String> {
-    let Some(a) = a else { return Vec::new() };
-    if a.is_null(i) {
-        return Vec::new();
-    }
-    let v = a.value(i);
-    let Some(s) = v.as_any().downcast_ref::<StringArray>() else { return Vec::new() };
-    (0..s.len()).filter(|&j| !s.is_null(j)).map(|j| s.value(j).to_string()).collect()
 }
 
 /// The values of one vector cell of column `name`.
@@ -345,92 +205,369 @@ fn floats(cell: ArrayRef, name: &str) -> Result<Vec<f32>, String> {
     Ok(f.values().to_vec())
 }
 
-/// Appends the rows of one batch to `out`. Optional columns may be absent (a projection).
-pub fn batch_to_rows(batch: &RecordBatch, out: &mut Vec<Row>) -> Result<(), String> {
-    let c = Cols(batch);
-    let id = c.need::<StringArray>("id")?;
-    let kind = c.need::<StringArray>("type")?;
-    let repo = c.need::<StringArray>("repo")?;
-    let entity = c.need::<StringArray>("entity")?;
-    let body = c.get::<StringArray>("body")?;
-    let title = c.get::<StringArray>("title")?;
-    let number = c.get::<Int64Array>("number")?;
-    let body_chars = c.get::<Int64Array>("body_chars")?;
-    let truncated = c.get::<BooleanArray>("truncated")?;
-    let draft = c.get::<BooleanArray>("draft")?;
-    let (url, state, state_reason) = (c.get("url")?, c.get("state")?, c.get("state_reason")?);
-    let (milestone, author, committer) =
-        (c.get("milestone")?, c.get("author")?, c.get("committer")?);
-    let (base_ref, head_ref, tag) = (c.get("base_ref")?, c.get("head_ref")?, c.get("tag")?);
-    let (path, commit_sha) = (c.get("path")?, c.get("commit_sha")?);
-    let (language, symbol, sha) =
-        (c.get("language")?, c.get("symbol")?, c.get::<StringArray>("content_sha256")?);
-    let (created, updated, closed, merged) =
-        (c.get("created_at")?, c.get("updated_at")?, c.get("closed_at")?, c.get("merged_at")?);
-    let (in_reply_to, line_start, line_end) =
-        (c.get("in_reply_to")?, c.get("line_start")?, c.get("line_end")?);
-    let (labels, assignees, heading_path) =
-        (c.get("labels")?, c.get("assignees")?, c.get("heading_path")?);
-    let (files_changed, refs) = (c.get("files_changed")?, c.get("refs")?);
-    let chunk_index = c.get::<Int32Array>("chunk_index")?;
-    let embed_chars = c.get::<Int64Array>("embed_chars")?;
-    let embedding = c.get::<FixedSizeListArray>("embedding")?;
-    let title_embedding = c.get::<ListArray>("title_embedding")?;
-    for i in 0..batch.num_rows() {
-        let row_type: RowType =
-            kind.value(i).parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
-        let embedding = match embedding {
-            Some(e) => floats(e.value(i), "embedding")?,
-            None => Vec::new(),
-        };
-        let title_embedding = match title_embedding {
-            Some(e) if !e.is_null(i) => floats(e.value(i), "title_embedding")?,
-            _ => Vec::new(),
-        };
-        out.push(Row {
-            id: id.value(i).to_string(),
-            row_type: Some(row_type),
-            repo: repo.value(i).to_string(),
-            entity: entity.value(i).to_string(),
-            number: opt_i64(number, i),
-            title: opt_str(title, i),
-            body: opt_str(body, i).unwrap_or_default(),
-            body_chars: opt_i64(body_chars, i).unwrap_or_default(),
-            truncated: truncated.is_some_and(|a| a.value(i)),
-            url: opt_str(url, i),
-            state: opt_str(state, i),
-            state_reason: opt_str(state_reason, i),
-            draft: draft.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
-            labels: str_list(labels, i),
-            milestone: opt_str(milestone, i),
-            assignees: str_list(assignees, i),
-            author: opt_str(author, i),
-            committer: opt_str(committer, i),
-            created_at: opt_time(created, i),
-            updated_at: opt_time(updated, i),
-            closed_at: opt_time(closed, i),
-            merged_at: opt_time(merged, i),
-            base_ref: opt_str(base_ref, i),
-            head_ref: opt_str(head_ref, i),
-            tag: opt_str(tag, i),
-            in_reply_to: opt_i64(in_reply_to, i),
-            path: opt_str(path, i),
-            line_start: opt_i64(line_start, i),
-            line_end: opt_i64(line_end, i),
-            heading_path: str_list(heading_path, i),
-            chunk_index: chunk_index.map_or(0, |a| a.value(i)),
-            commit_sha: opt_str(commit_sha, i),
-            files_changed: str_list(files_changed, i),
-            language: opt_str(language, i),
-            symbol: opt_str(symbol, i),
-            refs: str_list(refs, i),
-            content_sha256: opt_str(sha, i).unwrap_or_default(),
-            embedding,
-            title_embedding,
-            embed_chars: opt_i64(embed_chars, i).map(|n| n as usize),
-        });
+/// A row's identity: utf8, never null, always present.
+struct Key;
+impl ColumnKind for Key {
+    type Value = String;
+    type Array = StringArray;
+    const REQUIRED: bool = true;
+    fn field(name: &str, _: usize) -> Field {
+        utf8(name, false)
     }
-    Ok(())
+    fn write<'a>(v: impl Iterator<Item = &'a String>, _: usize) -> Result<ArrayRef, FormatError> {
+        Ok(strings(v.map(|s| Some(s.as_str()))))
+    }
+    fn read(a: Option<&StringArray>, i: usize, _: &str) -> Result<String, String> {
+        Ok(opt_str(a, i).unwrap_or_default())
+    }
+}
+
+/// The row type's name.
+struct Type;
+impl ColumnKind for Type {
+    type Value = Option<RowType>;
+    type Array = StringArray;
+    const REQUIRED: bool = true;
+    fn field(name: &str, _: usize) -> Field {
+        utf8(name, false)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<RowType>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        // As `Row::kind` reads it: a row without a type is a doc.
+        Ok(strings(v.map(|t| Some(t.unwrap_or(RowType::Doc).as_str()))))
+    }
+    fn read(a: Option<&StringArray>, i: usize, _: &str) -> Result<Option<RowType>, String> {
+        let name = opt_str(a, i).unwrap_or_default();
+        let t: RowType = name.parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
+        Ok(Some(t))
+    }
+}
+
+/// Text that is never null (an absent column reads as empty).
+struct Text;
+impl ColumnKind for Text {
+    type Value = String;
+    type Array = StringArray;
+    fn field(name: &str, _: usize) -> Field {
+        utf8(name, false)
+    }
+    fn write<'a>(v: impl Iterator<Item = &'a String>, _: usize) -> Result<ArrayRef, FormatError> {
+        Ok(strings(v.map(|s| Some(s.as_str()))))
+    }
+    fn read(a: Option<&StringArray>, i: usize, _: &str) -> Result<String, String> {
+        Ok(opt_str(a, i).unwrap_or_default())
+    }
+}
+
+/// Optional text.
+struct OptText;
+impl ColumnKind for OptText {
+    type Value = Option<String>;
+    type Array = StringArray;
+    fn field(name: &str, _: usize) -> Field {
+        utf8(name, true)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<String>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        Ok(strings(v.map(|s| s.as_deref())))
+    }
+    fn read(a: Option<&StringArray>, i: usize, _: &str) -> Result<Option<String>, String> {
+        Ok(opt_str(a, i))
+    }
+}
+
+/// A count that is never null.
+struct Int;
+impl ColumnKind for Int {
+    type Value = i64;
+    type Array = Int64Array;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Int64, false)
+    }
+    fn write<'a>(v: impl Iterator<Item = &'a i64>, _: usize) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(v.map(|n| Some(*n)).collect::<Int64Array>()))
+    }
+    fn read(a: Option<&Int64Array>, i: usize, _: &str) -> Result<i64, String> {
+        Ok(opt_i64(a, i).unwrap_or_default())
+    }
+}
+
+/// An optional integer.
+struct OptInt;
+impl ColumnKind for OptInt {
+    type Value = Option<i64>;
+    type Array = Int64Array;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Int64, true)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<i64>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(v.copied().collect::<Int64Array>()))
+    }
+    fn read(a: Option<&Int64Array>, i: usize, _: &str) -> Result<Option<i64>, String> {
+        Ok(opt_i64(a, i))
+    }
+}
+
+/// An optional length in chars, stored as int64.
+struct Count;
+impl ColumnKind for Count {
+    type Value = Option<usize>;
+    type Array = Int64Array;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Int64, true)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<usize>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(v.map(|n| n.map(|n| n as i64)).collect::<Int64Array>()))
+    }
+    fn read(a: Option<&Int64Array>, i: usize, _: &str) -> Result<Option<usize>, String> {
+        Ok(opt_i64(a, i).map(|n| n as usize))
+    }
+}
+
+/// A chunk index: int32, never null.
+struct Int32;
+impl ColumnKind for Int32 {
+    type Value = i32;
+    type Array = Int32Array;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Int32, false)
+    }
+    fn write<'a>(v: impl Iterator<Item = &'a i32>, _: usize) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(v.map(|n| Some(*n)).collect::<Int32Array>()))
+    }
+    fn read(a: Option<&Int32Array>, i: usize, _: &str) -> Result<i32, String> {
+        Ok(a.map_or(0, |a| a.value(i)))
+    }
+}
+
+/// A flag that is never null.
+struct Flag;
+impl ColumnKind for Flag {
+    type Value = bool;
+    type Array = BooleanArray;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Boolean, false)
+    }
+    fn write<'a>(v: impl Iterator<Item = &'a bool>, _: usize) -> Result<ArrayRef, FormatError> {
+        let mut b = BooleanBuilder::new();
+        v.for_each(|x| b.append_value(*x));
+        Ok(Arc::new(b.finish()))
+    }
+    fn read(a: Option<&BooleanArray>, i: usize, _: &str) -> Result<bool, String> {
+        Ok(a.is_some_and(|a| a.value(i)))
+    }
+}
+
+/// An optional flag.
+struct OptFlag;
+impl ColumnKind for OptFlag {
+    type Value = Option<bool>;
+    type Array = BooleanArray;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Boolean, true)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<bool>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        let mut b = BooleanBuilder::new();
+        v.for_each(|x| b.append_option(*x));
+        Ok(Arc::new(b.finish()))
+    }
+    fn read(a: Option<&BooleanArray>, i: usize, _: &str) -> Result<Option<bool>, String> {
+        Ok(a.and_then(|a| (!a.is_null(i)).then(|| a.value(i))))
+    }
+}
+
+/// A list of strings (never null; an empty list for none).
+struct Texts;
+impl ColumnKind for Texts {
+    type Value = Vec<String>;
+    type Array = ListArray;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), false)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Vec<String>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        let mut b = ListBuilder::new(StringBuilder::new());
+        for list in v {
+            for s in list {
+                b.values().append_value(s);
+            }
+            b.append(true);
+        }
+        Ok(Arc::new(b.finish()))
+    }
+    fn read(a: Option<&ListArray>, i: usize, _: &str) -> Result<Vec<String>, String> {
+        let Some(a) = a.filter(|a| !a.is_null(i)) else { return Ok(Vec::new()) };
+        let v = a.value(i);
+        let Some(s) = v.as_any().downcast_ref::<StringArray>() else { return Ok(Vec::new()) };
+        Ok((0..s.len()).filter(|&j| !s.is_null(j)).map(|j| s.value(j).to_string()).collect())
+    }
+}
+
+/// An optional time: microseconds, UTC.
+struct Time;
+impl ColumnKind for Time {
+    type Value = Option<DateTime<Utc>>;
+    type Array = TimestampMicrosecondArray;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(name, DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Option<DateTime<Utc>>>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(
+            v.map(|t| t.map(|t| t.timestamp_micros()))
+                .collect::<TimestampMicrosecondArray>()
+                .with_timezone("UTC"),
+        ))
+    }
+    fn read(
+        a: Option<&TimestampMicrosecondArray>,
+        i: usize,
+        _: &str,
+    ) -> Result<Option<DateTime<Utc>>, String> {
+        Ok(a.and_then(|a| {
+            (!a.is_null(i)).then(|| DateTime::from_timestamp_micros(a.value(i))).flatten()
+        }))
+    }
+}
+
+/// The embedding: `dim` float32 values a row, never null.
+struct Vector;
+impl ColumnKind for Vector {
+    type Value = Vec<f32>;
+    type Array = FixedSizeListArray;
+    fn field(name: &str, dim: usize) -> Field {
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        Field::new(name, DataType::FixedSizeList(item, dim as i32), false)
+    }
+    fn write<'a>(
+        v: impl Iterator<Item = &'a Vec<f32>>,
+        dim: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        let v: Vec<&Vec<f32>> = v.collect();
+        if dim == 0 {
+            // Rows staged before embedding have no vectors: a zero-width list, whose length
+            // Arrow takes from its validity buffer.
+            return Ok(Arc::new(FixedSizeListArray::try_new(
+                item,
+                0,
+                Arc::new(Float32Array::from(Vec::<f32>::new())),
+                Some(arrow::buffer::NullBuffer::new_valid(v.len())),
+            )?));
+        }
+        let mut b = FixedSizeListBuilder::with_capacity(
+            Float32Builder::with_capacity(v.len() * dim),
+            dim as i32,
+            v.len(),
+        )
+        .with_field(item);
+        for e in v {
+            b.values().append_slice(e);
+            b.append(true);
+        }
+        Ok(Arc::new(b.finish()))
+    }
+    fn read(a: Option<&FixedSizeListArray>, i: usize, name: &str) -> Result<Vec<f32>, String> {
+        a.map_or(Ok(Vec::new()), |a| floats(a.value(i), name))
+    }
+}
+
+/// A second vector, or null for none (an empty `Vec`).
+struct OptVector;
+impl ColumnKind for OptVector {
+    type Value = Vec<f32>;
+    type Array = ListArray;
+    fn field(name: &str, _: usize) -> Field {
+        Field::new(
+            name,
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+            true,
+        )
+    }
+    fn write<'a>(v: impl Iterator<Item = &'a Vec<f32>>, _: usize) -> Result<ArrayRef, FormatError> {
+        let item = Arc::new(Field::new("item", DataType::Float32, false));
+        let mut b = ListBuilder::new(Float32Builder::new()).with_field(item);
+        for e in v {
+            if e.is_empty() {
+                b.append_null();
+            } else {
+                b.values().append_slice(e);
+                b.append(true);
+            }
+        }
+        Ok(Arc::new(b.finish()))
+    }
+    fn read(a: Option<&ListArray>, i: usize, name: &str) -> Result<Vec<f32>, String> {
+        match a {
+            Some(a) if !a.is_null(i) => floats(a.value(i), name),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+// The columns of rows.parquet, in file order: each named once, with its kind (how it is
+// declared, written and read) and the `Row` field it holds. The schema, the writer and the
+// reader below are all generated from this list, and the reader builds a whole `Row`, so a
+// field of `Row` without a column does not compile.
+row_columns! {
+    "id": Key => id,
+    "type": Type => row_type,
+    "repo": Key => repo,
+    "entity": Key => entity,
+    "number": OptInt => number,
+    "title": OptText => title,
+    "body": Text => body,
+    "body_chars": Int => body_chars,
+    "truncated": Flag => truncated,
+    "url": OptText => url,
+    "state": OptText => state,
+    "state_reason": OptText => state_reason,
+    "draft": OptFlag => draft,
+    "labels": Texts => labels,
+    "milestone": OptText => milestone,
+    "assignees": Texts => assignees,
+    "author": OptText => author,
+    "committer": OptText => committer,
+    "created_at": Time => created_at,
+    "updated_at": Time => updated_at,
+    "closed_at": Time => closed_at,
+    "merged_at": Time => merged_at,
+    "base_ref": OptText => base_ref,
+    "head_ref": OptText => head_ref,
+    "tag": OptText => tag,
+    "in_reply_to": OptInt => in_reply_to,
+    "path": OptText => path,
+    "line_start": OptInt => line_start,
+    "line_end": OptInt => line_end,
+    "heading_path": Texts => heading_path,
+    "chunk_index": Int32 => chunk_index,
+    "commit_sha": OptText => commit_sha,
+    "files_changed": Texts => files_changed,
+    "language": OptText => language,
+    "symbol": OptText => symbol,
+    "refs": Texts => refs,
+    "content_sha256": Text => content_sha256,
+    "embed_chars": Count => embed_chars,
+    "embedding": Vector => embedding,
+    // Null for the rows without a second vector (format 4; absent in older files).
+    "title_embedding": OptVector => title_embedding,
 }
 
 #[cfg(test)]
