@@ -102,7 +102,10 @@ impl Embedder {
                     .with_intra_op_spinning(false)
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
-            sessions.push(Mutex::new(builder.commit_from_memory(&model_bytes).map_err(ort_err)?));
+            let session = builder.commit_from_memory(&model_bytes).map_err(|e| {
+                EmbedError::BadModel { path: model_path.clone(), detail: e.to_string() }
+            })?;
+            sessions.push(Mutex::new(session));
         }
         let session =
             sessions[0].lock().map_err(|_| EmbedError::Ort("session lock poisoned".into()))?;

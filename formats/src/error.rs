@@ -199,12 +199,20 @@ pub enum EmbedError {
     },
     /// The ONNX Runtime library could not be found or loaded.
     #[error(
-        "ONNX Runtime library {path}: {detail} (run ./ci/setup, or set ORT_DYLIB_PATH to libonnxruntime.so)"
+        "ONNX Runtime library {path}: {detail} (a release archive holds it in lib/; from source, run ./ci/setup or set ORT_DYLIB_PATH to libonnxruntime.so)"
     )]
     Runtime {
         /// Where the library was looked for.
         path: PathBuf,
         /// What loading it said.
+        detail: String,
+    },
+    /// model.onnx is there but ONNX Runtime cannot load it (damaged, or not an ONNX model).
+    #[error("model {path} cannot be loaded: {detail} (damaged or not an ONNX model?)")]
+    BadModel {
+        /// The model file.
+        path: PathBuf,
+        /// What ONNX Runtime said.
         detail: String,
     },
     /// The tokenizer failed to load or encode.

@@ -67,8 +67,9 @@ pub use merge::{
     MERGED_TIER2_TARGET_ROWS, merged_id, plan_merges, write_merged_segment,
 };
 pub use model::{
-    cache_dir, default_model, default_model_dir, model_files, model_inputs, ort_environment,
-    resolve_model_dir, runtime_library_path,
+    DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, bundled, cache_dir, default_model, default_model_dir,
+    model_files, model_inputs, ort_environment, resolve_model_dir, runtime_library_path,
+    version_report,
 };
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};

@@ -11,23 +11,77 @@ use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
 use crate::error::EmbedError;
 
-/// The ONNX Runtime library: $ORT_DYLIB_PATH, else where `ci/setup` puts it.
+/// The runtime library's file name in a release archive and in the cache.
+pub const RUNTIME_LIBRARY: &str = "libonnxruntime.so";
+
+/// The default model's directory name, in a release archive and in the cache.
+pub const DEFAULT_MODEL_NAME: &str = "all-MiniLM-L6-v2-int8";
+
+/// `rel` inside the release archive this binary runs from, if it is there: the archive's
+/// binaries are in `bin/`, beside `lib/` and `models/` (docs/deploy.md, "Install").
+pub fn bundled(rel: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    [bin.parent(), Some(bin)].into_iter().flatten().map(|root| root.join(rel)).find(|p| p.exists())
+}
+
+/// The ONNX Runtime library: the release archive's `lib/libonnxruntime.so` beside this
+/// binary, else $ORT_DYLIB_PATH, else where `ci/setup` puts it in the cache.
 pub fn runtime_library_path() -> PathBuf {
+    if let Some(p) = bundled(&format!("lib/{RUNTIME_LIBRARY}")) {
+        return p;
+    }
     if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
         return PathBuf::from(p);
     }
-    cache_dir().join("onnxruntime").join("libonnxruntime.so")
+    cache_dir().join("onnxruntime").join(RUNTIME_LIBRARY)
 }
 
-/// The model both binaries use when `--model` and `$HUBDEX_MODEL_DIR` say nothing, as the
-/// string `--model` takes.
+/// The model both binaries use when `--model` says nothing, as the string `--model` takes:
+/// the release archive's `models/all-MiniLM-L6-v2-int8` beside this binary, else
+/// $HUBDEX_MODEL_DIR, else [`default_model_dir`].
 pub fn default_model() -> String {
-    default_model_dir().display().to_string()
+    bundled(&format!("models/{DEFAULT_MODEL_NAME}"))
+        .map(|p| p.display().to_string())
+        .or_else(|| std::env::var("HUBDEX_MODEL_DIR").ok().filter(|m| !m.is_empty()))
+        .unwrap_or_else(|| default_model_dir().display().to_string())
 }
 
 /// Where `ci/setup` installs the default model (all-MiniLM-L6-v2, int8 ONNX).
 pub fn default_model_dir() -> PathBuf {
-    cache_dir().join("models").join("all-MiniLM-L6-v2-int8")
+    cache_dir().join("models").join(DEFAULT_MODEL_NAME)
+}
+
+/// What `--version` prints: the binary's version and commit, the ONNX Runtime it finds (its
+/// version and path, or why it cannot load it) and the default model (its directory and the
+/// sha256 of its model.onnx, or what is missing). `commit` is the commit the binary was built
+/// from (`$HUBDEX_GIT_COMMIT` at build time; `ci/package` sets it).
+pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> String {
+    let commit = commit.filter(|c| !c.is_empty()).unwrap_or("unknown (a development build)");
+    let runtime = runtime_library_path();
+    let runtime_line = match ort_environment() {
+        Ok(_) => {
+            let info = ort::info();
+            let found = info
+                .split(',')
+                .find_map(|part| part.trim().strip_prefix("git-branch=rel-"))
+                .unwrap_or(info);
+            format!("{found} ({})", runtime.display())
+        }
+        Err(e) => format!("not loaded: {e}"),
+    };
+    let model = default_model();
+    let model_line = match std::fs::read(Path::new(&model).join("model.onnx")) {
+        Ok(bytes) => format!(
+            "{} (sha256 {}, {model})",
+            Path::new(&model).file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),
+            crate::row::sha256_hex(&bytes)
+        ),
+        Err(e) => format!("none: {model}/model.onnx: {e}"),
+    };
+    format!(
+        "{binary} {version}\ncommit: {commit}\nonnx runtime: {runtime_line}\nmodel: {model_line}\n"
+    )
 }
 
 /// `~/.cache/hubdex` (or $HUBDEX_CACHE): the runtime, models and cached segments live here.
@@ -68,8 +122,8 @@ pub fn model_files(dir: &Path, max_tokens: usize) -> Result<(PathBuf, Tokenizer)
             return Err(EmbedError::MissingModelFile { dir: dir.to_path_buf(), file });
         }
     }
-    let mut tokenizer =
-        Tokenizer::from_file(&tokenizer_path).map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+    let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+        .map_err(|e| EmbedError::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
     tokenizer.with_padding(None::<PaddingParams>);
     tokenizer
         .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))

@@ -24,8 +24,9 @@ struct Common {
     /// Store URL or directory (file://, memory://, s3://, gs://, az://).
     #[arg(long, env = "HUBDEX_STORE")]
     store: Option<String>,
-    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
-    #[arg(long, env = "HUBDEX_MODEL_DIR")]
+    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id (default: the
+    /// release archive's model beside this binary, else $HUBDEX_MODEL_DIR, else the cache's).
+    #[arg(long)]
     model: Option<String>,
     /// Where to run the model.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda"])]
@@ -90,7 +91,7 @@ enum Command {
         device: String,
         #[arg(long, default_value_t = 2000)]
         n: usize,
-        #[arg(long, env = "HUBDEX_MODEL_DIR")]
+        #[arg(long)]
         model: Option<String>,
     },
     /// Rebuild the repositories the webhook queue names, publish, then mark the entries done.
@@ -248,7 +249,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--version`: the binary, its commit, the ONNX Runtime and the model it finds.
+fn print_version_if_asked() -> bool {
+    if !std::env::args().nth(1).is_some_and(|a| a == "--version" || a == "-V") {
+        return false;
+    }
+    print!(
+        "{}",
+        hubdex_formats::version_report(
+            "hubdex-index",
+            env!("CARGO_PKG_VERSION"),
+            option_env!("HUBDEX_GIT_COMMIT")
+        )
+    );
+    true
+}
+
 fn main() -> ExitCode {
+    if print_version_if_asked() {
+        return ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")

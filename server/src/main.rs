@@ -26,8 +26,9 @@ struct Cli {
     /// Store URL or directory (file://, memory://, s3://, gs://, az://).
     #[arg(long, global = true, env = "HUBDEX_STORE")]
     store: Option<String>,
-    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id.
-    #[arg(long, global = true, env = "HUBDEX_MODEL_DIR")]
+    /// Model directory (model.onnx + tokenizer.json) or Hugging Face repo id (default: the
+    /// release archive's model beside this binary, else $HUBDEX_MODEL_DIR, else the cache's).
+    #[arg(long, global = true)]
     model: Option<String>,
     /// Where verified segments are cached (default $HUBDEX_CACHE, else ~/.cache/hubdex).
     #[arg(long, global = true)]
@@ -480,7 +481,26 @@ async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> 
     serve_http(state, addr, &opts).await
 }
 
+/// `--version`: the binary, its commit, the ONNX Runtime and the model it finds.
+fn print_version_if_asked() -> bool {
+    if !std::env::args().nth(1).is_some_and(|a| a == "--version" || a == "-V") {
+        return false;
+    }
+    print!(
+        "{}",
+        hubdex_formats::version_report(
+            "hubdex",
+            env!("CARGO_PKG_VERSION"),
+            option_env!("HUBDEX_GIT_COMMIT")
+        )
+    );
+    true
+}
+
 fn main() -> ExitCode {
+    if print_version_if_asked() {
+        return ExitCode::SUCCESS;
+    }
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
