@@ -61,12 +61,18 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Stri
     let runtime = runtime_library_path();
     let runtime_line = match ort_environment() {
         Ok(_) => {
+            // The library's build info names its commit; its version is the VERSION file
+            // ci/setup writes beside it (and ci/package copies into lib/).
             let info = ort::info();
-            let found = info
+            let build = info
                 .split(',')
-                .find_map(|part| part.trim().strip_prefix("git-branch=rel-"))
-                .unwrap_or(info);
-            format!("{found} ({})", runtime.display())
+                .find_map(|part| part.trim().strip_prefix("git-commit-id="))
+                .unwrap_or("unknown");
+            let version = runtime
+                .parent()
+                .and_then(|d| std::fs::read_to_string(d.join("VERSION")).ok())
+                .map_or_else(|| "version unknown".to_string(), |v| v.trim().to_string());
+            format!("{version} (build {build}, {})", runtime.display())
         }
         Err(e) => format!("not loaded: {e}"),
     };
@@ -103,6 +109,7 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
         if !path.exists() {
             return Err("no such file".to_string());
         }
+        check_library_file(&path)?;
         ort::init_from(&path)
             .map_err(|e| e.to_string())?
             .with_name("hubdex")
@@ -110,6 +117,27 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
             .map_err(|e| e.to_string())
     });
     env.as_ref().map_err(|detail| EmbedError::Runtime { path, detail: detail.clone() })
+}
+
+/// Whether `path` is a whole shared library: an ELF file whose loadable segments all lie
+/// within it. The dynamic loader maps a truncated library and the process dies of SIGBUS when
+/// it touches the missing pages; this turns that into an error naming the file.
+fn check_library_file(path: &Path) -> Result<(), String> {
+    use object::{Object as _, ObjectSegment as _};
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let file = object::File::parse(&*bytes)
+        .map_err(|e| format!("not a shared library ({e}): damaged or truncated?"))?;
+    for segment in file.segments() {
+        let (offset, size) = segment.file_range();
+        if offset.saturating_add(size) > bytes.len() as u64 {
+            return Err(format!(
+                "truncated: a segment ends at byte {}, the file has {} bytes",
+                offset + size,
+                bytes.len()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A model directory's `model.onnx` path and its tokenizer, set to pad per batch (the shipped
