@@ -68,8 +68,8 @@ pub use merge::{
 };
 pub use model::{
     DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, bundled, cache_dir, default_model, default_model_dir,
-    model_files, model_inputs, ort_environment, resolve_model_dir, runtime_library_path,
-    version_report,
+    model_files, model_inputs, ort_environment, print_version_if_asked, resolve_model_dir,
+    runtime_library_path, version_report,
 };
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};

@@ -52,6 +52,17 @@ pub fn default_model_dir() -> PathBuf {
     cache_dir().join("models").join(DEFAULT_MODEL_NAME)
 }
 
+/// Prints [`version_report`] and says so when the first argument is `--version` or `-V`
+/// (both binaries call it before parsing their arguments; the commit is read at compile time
+/// in each binary, so a new commit relinks only the binaries).
+pub fn print_version_if_asked(binary: &str, version: &str, commit: Option<&str>) -> bool {
+    if !std::env::args().nth(1).is_some_and(|a| a == "--version" || a == "-V") {
+        return false;
+    }
+    print!("{}", version_report(binary, version, commit));
+    true
+}
+
 /// What `--version` prints: the binary's version and commit, the ONNX Runtime it finds (its
 /// version and path, or why it cannot load it) and the default model (its directory and the
 /// sha256 of its model.onnx, or what is missing). `commit` is the commit the binary was built

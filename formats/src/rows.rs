@@ -205,12 +205,13 @@ fn floats(cell: ArrayRef, name: &str) -> Result<Vec<f32>, String> {
     Ok(f.values().to_vec())
 }
 
-/// A row's identity: utf8, never null, always present.
-struct Key;
-impl ColumnKind for Key {
+/// Text that is never null; `REQUIRED`: a batch without the column is refused (a row's
+/// identity), else an absent column reads as empty.
+struct Utf8<const REQUIRED: bool>;
+impl<const R: bool> ColumnKind for Utf8<R> {
     type Value = String;
     type Array = StringArray;
-    const REQUIRED: bool = true;
+    const REQUIRED: bool = R;
     fn field(name: &str, _: usize) -> Field {
         utf8(name, false)
     }
@@ -221,6 +222,12 @@ impl ColumnKind for Key {
         Ok(opt_str(a, i).unwrap_or_default())
     }
 }
+
+/// A row's identity: utf8, never null, always present.
+type Key = Utf8<true>;
+
+/// Text that is never null (an absent column reads as empty).
+type Text = Utf8<false>;
 
 /// The row type's name.
 struct Type;
@@ -242,22 +249,6 @@ impl ColumnKind for Type {
         let name = opt_str(a, i).unwrap_or_default();
         let t: RowType = name.parse().map_err(|e: crate::row::UnknownRowType| e.to_string())?;
         Ok(Some(t))
-    }
-}
-
-/// Text that is never null (an absent column reads as empty).
-struct Text;
-impl ColumnKind for Text {
-    type Value = String;
-    type Array = StringArray;
-    fn field(name: &str, _: usize) -> Field {
-        utf8(name, false)
-    }
-    fn write<'a>(v: impl Iterator<Item = &'a String>, _: usize) -> Result<ArrayRef, FormatError> {
-        Ok(strings(v.map(|s| Some(s.as_str()))))
-    }
-    fn read(a: Option<&StringArray>, i: usize, _: &str) -> Result<String, String> {
-        Ok(opt_str(a, i).unwrap_or_default())
     }
 }
 

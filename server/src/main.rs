@@ -481,24 +481,9 @@ async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> 
     serve_http(state, addr, &opts).await
 }
 
-/// `--version`: the binary, its commit, the ONNX Runtime and the model it finds.
-fn print_version_if_asked() -> bool {
-    if !std::env::args().nth(1).is_some_and(|a| a == "--version" || a == "-V") {
-        return false;
-    }
-    print!(
-        "{}",
-        hubdex_formats::version_report(
-            "hubdex",
-            env!("CARGO_PKG_VERSION"),
-            option_env!("HUBDEX_GIT_COMMIT")
-        )
-    );
-    true
-}
-
 fn main() -> ExitCode {
-    if print_version_if_asked() {
+    let commit = option_env!("HUBDEX_GIT_COMMIT");
+    if hubdex_formats::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit) {
         return ExitCode::SUCCESS;
     }
     let subscriber = tracing_subscriber::fmt()
