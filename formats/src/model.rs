@@ -12,7 +12,8 @@ use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 use crate::error::EmbedError;
 
 /// The runtime library's file name in a release archive and in the cache.
-pub const RUNTIME_LIBRARY: &str = "libonnxruntime.so";
+pub const RUNTIME_LIBRARY: &str =
+    if cfg!(target_os = "macos") { "libonnxruntime.dylib" } else { "libonnxruntime.so" };
 
 /// The default model's directory name, in a release archive and in the cache.
 pub const DEFAULT_MODEL_NAME: &str = "all-MiniLM-L6-v2-int8";
@@ -130,25 +131,55 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
     env.as_ref().map_err(|detail| EmbedError::Runtime { path, detail: detail.clone() })
 }
 
-/// Whether `path` is a whole shared library: an ELF file whose loadable segments all lie
-/// within it. The dynamic loader maps a truncated library and the process dies of SIGBUS when
-/// it touches the missing pages; this turns that into an error naming the file.
+/// Whether `path` is a whole shared library: an ELF or Mach-O file with all its loadable
+/// segments within it (a universal Mach-O: all its architectures). The dynamic loader maps
+/// a truncated library and the process dies of SIGBUS when it touches the missing pages; this
+/// turns that into an error naming the file. Reads the headers, not the whole library.
 fn check_library_file(path: &Path) -> Result<(), String> {
-    use object::{Object as _, ObjectSegment as _};
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let file = object::File::parse(&*bytes)
-        .map_err(|e| format!("not a shared library ({e}): damaged or truncated?"))?;
-    for segment in file.segments() {
-        let (offset, size) = segment.file_range();
-        if offset.saturating_add(size) > bytes.len() as u64 {
+    use object::read::macho::{FatArch as _, MachOFatFile32, MachOFatFile64};
+    use object::{FileKind, Object as _, ObjectSegment as _, ReadCache};
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let data = &ReadCache::new(file);
+    let damaged = |e: object::Error| format!("not a shared library ({e}): damaged or truncated?");
+    let within = |what: &str, offset: u64, size: u64| {
+        if offset.saturating_add(size) > len {
             return Err(format!(
-                "truncated: a segment ends at byte {}, the file has {} bytes",
-                offset + size,
-                bytes.len()
+                "truncated: {what} ends at byte {}, the file has {len} bytes",
+                offset.saturating_add(size)
             ));
         }
+        Ok(())
+    };
+    match FileKind::parse(data).map_err(damaged)? {
+        FileKind::MachOFat32 => {
+            let fat = MachOFatFile32::parse(data).map_err(damaged)?;
+            fat.arches().iter().try_for_each(|a| {
+                let (offset, size) = a.file_range();
+                within("an architecture", offset, size)
+            })
+        }
+        FileKind::MachOFat64 => {
+            let fat = MachOFatFile64::parse(data).map_err(damaged)?;
+            fat.arches().iter().try_for_each(|a| {
+                let (offset, size) = a.file_range();
+                within("an architecture", offset, size)
+            })
+        }
+        _ => {
+            let object = object::File::parse(data).map_err(damaged)?;
+            let mut segments = 0;
+            for segment in object.segments() {
+                let (start, size) = segment.file_range();
+                within("a segment", start, size)?;
+                segments += 1;
+            }
+            match segments {
+                0 => Err("no loadable segments: damaged or truncated?".to_string()),
+                _ => Ok(()),
+            }
+        }
     }
-    Ok(())
 }
 
 /// A model directory's `model.onnx` path and its tokenizer, set to pad per batch (the shipped
@@ -219,4 +250,29 @@ pub fn resolve_model_dir(spec: &str) -> Result<PathBuf, EmbedError> {
         return crate::hf::download(repo, &cache_dir().join("models"));
     }
     Err(EmbedError::MissingModelFile { dir: local.to_path_buf(), file: "model.onnx" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_library_file;
+
+    /// The test binary itself is a whole ELF (or Mach-O) file; cut short, or not a library at
+    /// all, it is refused with a reason.
+    #[test]
+    fn a_cut_or_foreign_library_file_is_refused_with_a_reason() {
+        let exe = std::env::current_exe().unwrap();
+        check_library_file(&exe).unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = std::fs::read(&exe).unwrap();
+        let cut = dir.path().join("cut.so");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+        let err = check_library_file(&cut).unwrap_err();
+        assert!(err.contains("truncated") || err.contains("damaged"), "{err}");
+
+        let text = dir.path().join("text.so");
+        std::fs::write(&text, "not a library\n").unwrap();
+        assert!(check_library_file(&text).unwrap_err().contains("not a shared library"));
+        assert!(check_library_file(&dir.path().join("absent.so")).is_err());
+    }
 }

@@ -129,6 +129,16 @@ enum Command {
         #[command(subcommand)]
         action: TokenAction,
     },
+    /// Ask a running server's /healthz and exit 0 when it answers 200 (the container image's
+    /// healthcheck; also a probe for scripts and orchestrators).
+    Health {
+        /// The server's health URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080/healthz")]
+        url: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 3)]
+        timeout: u64,
+    },
 }
 
 /// `hubdex serve`'s flags.
@@ -308,8 +318,10 @@ async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Res
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Command::Token { action } = &cli.command {
-        return run_token(action);
+    match &cli.command {
+        Command::Token { action } => return run_token(action),
+        Command::Health { url, timeout } => return health(url, *timeout).await,
+        _ => {}
     }
     let store_url = cli.store.clone().unwrap_or_else(default_store);
     // A store that does not exist is an error here: the server never creates one.
@@ -320,7 +332,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let store = Store::open(&store_url)?;
     match &cli.command {
+        // Both answered above, before a store is needed; here for the match to be whole.
         Command::Token { action } => run_token(action),
+        Command::Health { url, timeout } => health(url, *timeout).await,
         Command::Snapshots => {
             let listing = store.listing().await?;
             if listing.is_empty() {
@@ -479,6 +493,20 @@ async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> 
             .transpose()?,
     };
     serve_http(state, addr, &opts).await
+}
+
+/// `hubdex health`: GET `url`; Ok when it answers 200 within `timeout_secs`.
+async fn health(url: &str, timeout_secs: u64) -> anyhow::Result<()> {
+    hubdex_formats::install_tls_provider();
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(timeout_secs))
+        .build()
+        .map_err(|e| anyhow::anyhow!("building the HTTP client: {e}"))?;
+    let response = client.get(url).send().await.map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
+    let status = response.status();
+    anyhow::ensure!(status == reqwest::StatusCode::OK, "{url} answered {status}");
+    println!("{url}: {status}");
+    Ok(())
 }
 
 fn main() -> ExitCode {

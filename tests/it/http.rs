@@ -228,6 +228,23 @@ fn a_bearer_token_is_required_when_set_and_never_logged() {
     let twice = [("Authorization", auth.as_str()), ("Authorization", "Bearer wrong")];
     assert_eq!(post(port, "/v1/search", search, &twice).0, 400);
     assert_eq!(request(port, "GET", "/healthz", "", &[]).0, 200, "health checks need no token");
+    // `hubdex health` (the image's healthcheck) passes on /healthz, and fails, naming the URL
+    // and why, on an answer other than 200 and where nothing listens.
+    let health = |url: String| {
+        std::process::Command::new(hubdex_tests::bin("hubdex"))
+            .args(["health", "--url", &url])
+            .output()
+            .unwrap()
+    };
+    let ok = health(format!("http://127.0.0.1:{port}/healthz"));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let refused = health(format!("http://127.0.0.1:{port}/metrics"));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("/metrics answered 401"));
+    let nobody = format!("http://127.0.0.1:{}/healthz", hubdex_tests::free_port());
+    let absent = health(nobody.clone());
+    assert!(!absent.status.success());
+    assert!(String::from_utf8_lossy(&absent.stderr).contains(&nobody));
     drop(server);
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(!logged.contains(token), "the token leaked into the log");

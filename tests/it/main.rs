@@ -14,6 +14,7 @@ mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
 mod quality;
+mod registry;
 mod related;
 mod reliability;
 mod serving;
