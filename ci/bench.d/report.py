@@ -9,7 +9,7 @@ as_json, rows, base_build = sys.argv[1] == "1", int(sys.argv[2]), sys.argv[3]
 rss_parts = [int(x) for x in sys.argv[4].split(",") if x] + [0, 0, 0]
 server_rss = {"total_kib": rss_parts[0], "anon_kib": rss_parts[1], "file_kib": rss_parts[2]}
 (prepare, search, mcp, load, baseline, embed, ort, prepare_small, search_small, rest1,
- lance) = (json.loads(a) for a in sys.argv[5:16])
+ lance, small_host) = (json.loads(a) for a in sys.argv[5:17])
 
 h, b, l = search["modes"], baseline["modes"], lance["modes"]
 hs = search_small["modes"]
@@ -89,6 +89,7 @@ result = {
     "lancedb": lance, "versus_lancedb": peer_rows,
     "embedding": {"hubdex": embed, "onnxruntime_python": ort, "ratio": embed["chunks_per_s"] / ort["chunks_per_s"]},
     "targets": [{"target": t, "met": m, "figure": f} for t, m, f in targets],
+    "small_host": small_host,
 }
 if as_json:
     print(json.dumps(result, indent=2))
@@ -117,6 +118,8 @@ for m in ("sparse_only", "dense_only", "rrf"):
 for m in ("dense_only", "rrf"):
     x = h[m]["with_embedding"]
     print(f"{m + ' + query embedding':28s} {x['p50_ms']:8.2f} {x['p95_ms']:8.2f} {x['p99_ms']:8.2f}")
+for q in h["sparse_only"].get("slowest", [])[:3]:
+    print(f"  slow sparse_only: {q['ms']:7.2f} ms  {len(q['query'].split()):3d} words  {q['query'][:70]!r}")
 x = hs["rrf"]["search"]
 print(f"{'rrf, small repositories':28s} {x['p50_ms']:8.2f} {x['p95_ms']:8.2f} {x['p99_ms']:8.2f}")
 for name, key in (("fetch, 10 ids", "fetch_10_ids"), ("scan, 7 days, one filter", "scan_7d_one_filter"),
@@ -151,3 +154,19 @@ print()
 print("targets (reported, not asserted):")
 for t in result["targets"]:
     print(f"  {'met   ' if t['met'] else 'MISSED'} {t['target']}: {t['figure']}")
+print()
+if "skipped" in small_host:
+    print(f"small host: skipped ({small_host['skipped']})")
+else:
+    print("small host: the server in a memory cgroup, store pages evicted first, REST search with embedding")
+    print(f"  {'limit':>6s} {'start s':>8s} | {'1 client p50':>12s} {'p99':>7s} {'QPS':>5s} | {'8 clients p50':>13s} {'p99':>7s} {'QPS':>5s} | "
+          f"{'errors':>6s} {'maj.faults':>10s} {'peak MiB':>8s} {'anon MiB':>8s} {'OOM':>3s}")
+    for r in small_host["rows"]:
+        if not r.get("start_seconds"):
+            print(f"  {r['limit_mib']:>6s} did not start: exit {r.get('exit')}, {r.get('oom_kills')} OOM kill(s), peak {r['peak_mib']:.0f} MiB")
+            continue
+        c1, c8 = r.get("clients_1", {}), r.get("clients_8", {})
+        errors = c1.get("errors", 0) + c8.get("errors", 0)
+        print(f"  {r['limit_mib']:>6s} {r['start_seconds']:8.2f} | {c1.get('p50_ms', float('nan')):12.1f} {c1.get('p99_ms', float('nan')):7.1f} "
+              f"{c1.get('qps', 0):5.0f} | {c8.get('p50_ms', float('nan')):13.1f} {c8.get('p99_ms', float('nan')):7.1f} {c8.get('qps', 0):5.0f} | "
+              f"{errors:6d} {r.get('major_faults', 0):10d} {r['peak_mib']:8.0f} {r.get('anon_mib', 0):8.0f} {r.get('oom_kills', 0):3d}")

@@ -10,7 +10,6 @@ use tokenizers::Tokenizer;
 use crate::error::EmbedError;
 use crate::manifest::ModelIdentity;
 use crate::model::{model_files, model_inputs, ort_environment};
-use crate::row::sha256_hex;
 
 /// Tokens the model sees per text; longer texts are cut.
 pub const MAX_TOKENS: usize = 256;
@@ -77,7 +76,7 @@ impl Embedder {
         spin: bool,
     ) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, MAX_TOKENS)?;
-        let model_bytes = std::fs::read(&model_path)
+        let model_sha256 = crate::row::sha256_file_hex(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
 
         let env = ort_environment()?;
@@ -102,7 +101,9 @@ impl Embedder {
                     .with_intra_op_spinning(false)
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
-            let session = builder.commit_from_memory(&model_bytes).map_err(|e| {
+            // From the file, not from bytes read here: a copy of the model held while the
+            // session is built raised a server's start peak above its steady state (issue 31).
+            let session = builder.commit_from_file(&model_path).map_err(|e| {
                 EmbedError::BadModel { path: model_path.clone(), detail: e.to_string() }
             })?;
             sessions.push(Mutex::new(session));
@@ -130,7 +131,7 @@ impl Embedder {
                 dim: 0,
                 max_tokens: MAX_TOKENS,
                 pooling: "mean".into(),
-                model_sha256: sha256_hex(&model_bytes),
+                model_sha256,
             },
             token_type_ids,
             output,

@@ -89,11 +89,10 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Stri
         Err(e) => format!("not loaded: {e}"),
     };
     let model = default_model();
-    let model_line = match std::fs::read(Path::new(&model).join("model.onnx")) {
-        Ok(bytes) => format!(
-            "{} (sha256 {}, {model})",
+    let model_line = match crate::row::sha256_file_hex(&Path::new(&model).join("model.onnx")) {
+        Ok(sha256) => format!(
+            "{} (sha256 {sha256}, {model})",
             Path::new(&model).file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),
-            crate::row::sha256_hex(&bytes)
         ),
         Err(e) => format!("none: {model}/model.onnx: {e}"),
     };

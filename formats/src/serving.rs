@@ -377,6 +377,46 @@ impl DocBits {
 /// One scanned row: its time in microseconds, its id and its doc id.
 pub type ScanHit = (i64, String, u32);
 
+/// Which terms of a long query BM25 would leave out (measured, not served: `hubdex-bench
+/// prune` and docs/performance.md, "BM25's tail"). A term's cost is its posting list, and the
+/// terms with the longest lists score least (BM25's IDF). A query keeps its `keep_rarest`
+/// rarest terms whatever their frequency; of the rest, a term found in more than `min_df`
+/// documents *and* in more than `max_df_fraction` of them is left out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TermPruning {
+    /// The rarest terms every query keeps.
+    pub keep_rarest: usize,
+    /// A term in more than this share of the documents is common …
+    pub max_df_fraction: f64,
+    /// … if it is also in more than this many.
+    pub min_df: u64,
+}
+
+impl TermPruning {
+    /// `terms` less the ones this leaves out, in their order; `df` gives a term's document
+    /// frequency among `num_docs`.
+    fn apply<T>(
+        &self,
+        terms: Vec<(T, f32)>,
+        num_docs: u64,
+        df: impl Fn(&T) -> u64,
+    ) -> Vec<(T, f32)> {
+        if terms.len() <= self.keep_rarest {
+            return terms;
+        }
+        let dfs: Vec<u64> = terms.iter().map(|(t, _)| df(t)).collect();
+        let mut by_rarity: Vec<usize> = (0..terms.len()).collect();
+        by_rarity.sort_by_key(|&i| dfs[i]);
+        let mut keep = vec![false; terms.len()];
+        for (rank, &i) in by_rarity.iter().enumerate() {
+            let common = dfs[i] > self.min_df
+                && dfs[i] as f64 > self.max_df_fraction * num_docs.max(1) as f64;
+            keep[i] = rank < self.keep_rarest || !common;
+        }
+        terms.into_iter().zip(keep).filter_map(|(t, k)| k.then_some(t)).collect()
+    }
+}
+
 /// A read-only, memory-mapped serving index.
 pub struct ServingIndex {
     _reader: IndexReader,
@@ -471,32 +511,55 @@ impl ServingIndex {
     /// The BM25 query of a text: every word it analyses to, in every field, with the field's
     /// weight; a document scores by the words it has (no operators, so nothing is a syntax
     /// error).
-    fn text_query(&self, text: &str) -> BooleanQuery {
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    /// The BM25 query of `text`: one boosted term clause per field and distinct token, less
+    /// the terms `pruning` leaves out.
+    fn text_query(&self, text: &str, pruning: Option<&TermPruning>) -> BooleanQuery {
+        let mut terms: Vec<(Term, f32)> = Vec::new();
         for (field, boost, analyzer) in &self.bm25 {
             let mut analyzer = analyzer.clone();
             let mut stream = analyzer.token_stream(text);
             let mut seen = std::collections::HashSet::new();
             while let Some(tok) = stream.next() {
                 if seen.insert(tok.text.clone()) {
-                    let term = Term::from_field_text(*field, &tok.text);
-                    let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
-                    clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), *boost))));
+                    terms.push((Term::from_field_text(*field, &tok.text), *boost));
                 }
             }
         }
+        if let Some(p) = pruning {
+            terms = p
+                .apply(terms, self.searcher.num_docs(), |t| self.searcher.doc_freq(t).unwrap_or(0));
+        }
+        let clauses = terms
+            .into_iter()
+            .map(|(term, boost)| {
+                let q = TermQuery::new(term, IndexRecordOption::WithFreqs);
+                (Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost)) as Box<dyn Query>)
+            })
+            .collect();
         BooleanQuery::new(clauses)
     }
 
     /// BM25 search: up to `limit` (doc, score) pairs, best first, among the docs `filter`
-    /// accepts (the filter adds nothing to the score).
+    /// accepts (the filter adds nothing to the score). Every term of the query counts.
     pub fn search(
         &self,
         query: &str,
         limit: usize,
         filter: Option<&CompiledFilter>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        let text = self.text_query(query);
+        self.search_with(query, limit, filter, None)
+    }
+
+    /// [`Self::search`], leaving out the terms `pruning` says (`hubdex-bench prune` measures
+    /// what that saves and changes).
+    pub fn search_with(
+        &self,
+        query: &str,
+        limit: usize,
+        filter: Option<&CompiledFilter>,
+        pruning: Option<&TermPruning>,
+    ) -> Result<Vec<(u32, f32)>, FormatError> {
+        let text = self.text_query(query, pruning);
         let top = TopDocs::with_limit(limit.max(1)).order_by_score();
         let docs = match filter {
             None => self.searcher.search(&text, &top),
@@ -802,4 +865,35 @@ fn str_of(col: &StrColumn, doc: u32) -> std::io::Result<String> {
 
 fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
     if terms.is_empty() { Box::new(EmptyQuery) } else { Box::new(TermSetQuery::new(terms)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TermPruning;
+
+    /// A long query keeps its rarest terms and every term that is rare in either sense; a
+    /// short one keeps everything.
+    #[test]
+    fn pruning_leaves_out_only_common_terms_of_long_queries() {
+        let rule = TermPruning { keep_rarest: 2, max_df_fraction: 0.1, min_df: 50 };
+        let df = |t: &&str| match *t {
+            "the" => 900,   // common in both senses: left out
+            "map" => 400,   // common too, but among the two rarest? no: left out
+            "insert" => 40, // under the absolute floor: kept
+            "ordered" => 5,
+            "entry" => 2,
+            _ => 0,
+        };
+        let terms =
+            vec![("the", 1.0), ("map", 1.0), ("insert", 1.0), ("ordered", 1.0), ("entry", 1.0)];
+        let kept: Vec<&str> =
+            rule.apply(terms.clone(), 1000, df).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(kept, ["insert", "ordered", "entry"]);
+        // Two terms: both are the rarest two, so nothing is left out.
+        let short = vec![("the", 1.0), ("map", 1.0)];
+        assert_eq!(rule.apply(short.clone(), 1000, df), short);
+        // A small index: every list is under the floor.
+        let small = TermPruning { min_df: 10_000, ..rule };
+        assert_eq!(small.apply(terms.clone(), 1000, df), terms);
+    }
 }

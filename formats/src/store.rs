@@ -766,7 +766,10 @@ impl Store {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| FormatError::io(parent, e))?;
             }
-            let (sha256, bytes) = self.copy_hashing(&key, &path).await?;
+            let (sha256, bytes) = match self.link_hashing(&key, &path) {
+                Some(done) => done?,
+                None => self.copy_hashing(&key, &path).await?,
+            };
             if sha256 != f.sha256 || bytes != f.bytes {
                 return Err(FormatError::ChecksumMismatch {
                     path: key,
@@ -781,6 +784,21 @@ impl Store {
         Ok(())
     }
 
+    /// A local store's file, hard-linked into the cache and hashed there: no second copy on
+    /// disk and no written pages to charge a memory-limited server for. `None` where there is
+    /// nothing to link (a remote store, or another file system: then it is copied).
+    fn link_hashing(&self, key: &str, to: &Path) -> Option<Result<(String, u64), StoreError>> {
+        // The key comes from a manifest: it must name a file inside the store.
+        let from = safe_join(self.local_root.as_ref()?, key).ok()?;
+        std::fs::hard_link(&from, to).ok()?;
+        let hashed = std::fs::File::open(to).and_then(|mut file| {
+            let mut h = Sha256::new();
+            let bytes = std::io::copy(&mut file, &mut h)?;
+            Ok((hex::encode(h.finalize()), bytes))
+        });
+        Some(hashed.map_err(|e| FormatError::io(to, e).into()))
+    }
+
     async fn copy_hashing(&self, key: &str, to: &Path) -> Result<(String, u64), StoreError> {
         use std::io::Write as _;
         let r = self.inner.get(&ObjectPath::from(key)).await.map_err(|e| match e {
@@ -793,16 +811,43 @@ impl Store {
             std::io::BufWriter::new(std::fs::File::create(to).map_err(|e| FormatError::io(to, e))?);
         let mut h = Sha256::new();
         let mut n = 0u64;
+        let mut unsynced = 0usize;
+        // Written pages are dirty until the kernel writes them back, and a memory-limited
+        // server (a container, a cgroup) is charged for them: a first open copies the whole
+        // snapshot, which outgrew a 256 MiB limit at 100k rows. Syncing every few MiB keeps
+        // them clean, so they can be dropped under pressure (docs/deploy.md, "Memory").
+        let sync = |file: &mut std::io::BufWriter<std::fs::File>| {
+            file.flush().and_then(|()| file.get_ref().sync_data())?;
+            drop_cached_pages(file.get_ref());
+            Ok::<(), std::io::Error>(())
+        };
         let mut stream = r.into_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(obj(key))?;
             h.update(&chunk);
             n += chunk.len() as u64;
             file.write_all(&chunk).map_err(|e| FormatError::io(to, e))?;
+            unsynced += chunk.len();
+            if unsynced >= COPY_SYNC_BYTES {
+                sync(&mut file).map_err(|e| FormatError::io(to, e))?;
+                unsynced = 0;
+            }
         }
-        file.flush().map_err(|e| FormatError::io(to, e))?;
+        sync(&mut file).map_err(|e| FormatError::io(to, e))?;
         Ok((hex::encode(h.finalize()), n))
     }
+}
+
+/// How much of a segment file [`Store::fetch_segment`] writes before it syncs it.
+const COPY_SYNC_BYTES: usize = 8 << 20;
+
+/// Asks the kernel to drop `file`'s (clean, just synced) pages from the page cache.
+fn drop_cached_pages(file: &std::fs::File) {
+    // Advice only: where it fails, the pages stay cached, as they would have.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::DontNeed);
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 impl Store {

@@ -168,6 +168,14 @@ fn a_hot_swap_opens_only_the_changed_segment_and_a_pinned_snapshot_shares_the_re
         let m = src.latest_manifest().await.unwrap();
         let cache = tempfile::tempdir().unwrap();
         let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
+        // A local store's files enter the cache as hard links (verified, not copied).
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let id = &m.segments[0].id;
+            let stored = f.store.join("segments").join(id).join("rows.parquet");
+            let cached = std::fs::metadata(dir.join("rows.parquet")).unwrap();
+            assert_eq!(cached.ino(), std::fs::metadata(stored).unwrap().ino());
+        }
         let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
         let (a, b) = rows.split_at(rows.len() / 2);
 

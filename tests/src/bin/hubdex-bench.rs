@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
-    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, Store, read_rows,
-    row_id, write_segment,
+    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, Store,
+    TermPruning, read_rows, row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use serde_json::{Value, json};
@@ -74,6 +74,19 @@ enum Command {
         clients: usize,
         #[arg(long, default_value_t = 15)]
         seconds: u64,
+    },
+    /// BM25 term pruning (issue 31): per rule KEEP:FRACTION:MIN_DF, the sparse search of every
+    /// query over every serving unit, timed, and its top 10 against every term's (exact).
+    Prune {
+        #[arg(long)]
+        store: PathBuf,
+        #[arg(long, required = true)]
+        queries: Vec<PathBuf>,
+        #[arg(long, default_value_t = 300)]
+        n: usize,
+        /// Rules to compare with exact BM25 (what is served).
+        #[arg(long)]
+        rule: Vec<String>,
     },
     Embed {
         #[arg(long)]
@@ -416,6 +429,11 @@ async fn search_bench(
             search_with_vector(&snap, Some(v), None, &request(q, fusion)).map_err(fail)?;
             alone.push(t.elapsed().as_secs_f64() * 1000.0);
         }
+        // The tail, named: the slowest queries of this mode and how long they took.
+        let mut by_time: Vec<(f64, &String)> = alone.iter().copied().zip(&queries).collect();
+        by_time.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let slowest: Vec<Value> =
+            by_time.iter().take(5).map(|(ms, q)| json!({"ms": ms, "query": q})).collect();
         let mut with = Vec::new();
         for q in &queries {
             let t = Instant::now();
@@ -424,7 +442,7 @@ async fn search_bench(
         }
         modes.insert(
             name.to_string(),
-            json!({"search": percentiles(alone), "with_embedding": percentiles(with)}),
+            json!({"search": percentiles(alone), "with_embedding": percentiles(with), "slowest": slowest}),
         );
         rss_by_phase.push(json!({"phase": name, "rss": rss_split()}));
     }
@@ -633,6 +651,75 @@ fn load(port: u16, queries: &[PathBuf], clients: usize, seconds: u64) -> anyhow:
     }))
 }
 
+/// `prune`: for exact BM25 and each pruning rule, the sparse search of every query over every
+/// unit in turn (p50/p99), and how much of exact BM25's top 10 each rule returns (overlap@10,
+/// the mean share; `same_top1`, the share of queries with the same first hit). Each query runs
+/// every rule back to back, so all see the same cache state.
+async fn prune_bench(
+    store_dir: &Path,
+    queries: &[PathBuf],
+    n: usize,
+    rules: &[String],
+) -> anyhow::Result<Value> {
+    let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
+    let cache = tempfile::tempdir()?;
+    let snap = open_snapshot(&store, cache.path(), None).await?;
+    let queries = load_queries(queries, n)?;
+    let mut plans: Vec<(String, Option<TermPruning>)> = vec![("exact".into(), None)];
+    for r in rules {
+        let parts: Vec<&str> = r.split(':').collect();
+        anyhow::ensure!(parts.len() == 3, "--rule {r}: want KEEP:FRACTION:MIN_DF");
+        let p = TermPruning {
+            keep_rarest: parts[0].parse()?,
+            max_df_fraction: parts[1].parse()?,
+            min_df: parts[2].parse()?,
+        };
+        plans.push((r.clone(), Some(p)));
+    }
+    let top10 = |q: &str, p: Option<&TermPruning>| -> anyhow::Result<Vec<(usize, u32)>> {
+        let mut hits: Vec<(f32, usize, u32)> = Vec::new();
+        for (si, seg) in snap.segments.iter().enumerate() {
+            for (doc, score) in seg.text.search_with(q, 50, None, p)? {
+                hits.push((score, si, doc));
+            }
+        }
+        hits.sort_by(|a, b| b.0.total_cmp(&a.0));
+        Ok(hits.into_iter().take(10).map(|(_, si, doc)| (si, doc)).collect())
+    };
+    let mut ms = vec![Vec::new(); plans.len()];
+    let mut overlap = vec![0.0f64; plans.len()];
+    let mut same_top1 = vec![0usize; plans.len()];
+    for q in &queries {
+        let mut exact = Vec::new();
+        for (i, (_, p)) in plans.iter().enumerate() {
+            let t = Instant::now();
+            let top = top10(q, p.as_ref())?;
+            ms[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            if i == 0 {
+                exact = top.clone();
+            }
+            let shared = top.iter().filter(|h| exact.contains(h)).count();
+            overlap[i] += shared as f64 / exact.len().max(1) as f64;
+            same_top1[i] += usize::from(top.first() == exact.first());
+        }
+    }
+    let rows: Vec<Value> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            json!({
+                "rule": name,
+                "latency": percentiles(ms[i].clone()),
+                "overlap_at_10": overlap[i] / queries.len() as f64,
+                "same_top1": same_top1[i] as f64 / queries.len() as f64,
+            })
+        })
+        .collect();
+    Ok(
+        json!({"rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(), "units": snap.segments.len(), "rules": rows}),
+    )
+}
+
 async fn embed_bench(
     base: &str,
     model: &Path,
@@ -667,6 +754,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Load { port, queries, clients, seconds } => {
             load(port, &queries, clients, seconds)?
+        }
+        Command::Prune { store, queries, n, rule } => {
+            rt.block_on(prune_bench(&store, &queries, n, &rule))?
         }
         Command::Embed { base, model, n, texts_out } => {
             rt.block_on(embed_bench(&base, &model, n, &texts_out))?
