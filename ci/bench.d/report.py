@@ -145,7 +145,7 @@ print(f"RSS: server {mib(server_rss['total_kib']):.0f} MiB after the run (anon {
       f"(anon {mib(lance['rss_kib'].get('RssAnon', 0)):.0f}); baseline process {mib(r['baseline']):.0f} MiB")
 e = result["embedding"]
 print(f"embedding {embed['texts']} texts, batch 32: hubdex {embed['chunks_per_s']:.1f} chunks/s, raw onnxruntime "
-      f"{ort['chunks_per_s']:.1f} chunks/s ({e['ratio']:.2f}x)")
+      f"{ort['chunks_per_s']:.1f} chunks/s ({e['ratio']:.2f}x); peak RSS of that process {embed.get('peak_rss_kib', 0) / 1024:.0f} MiB")
 print()
 print("against LanceDB (hubdex ahead?):")
 for p in peer_rows:

@@ -91,8 +91,15 @@ impl Embedder {
                     .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
+            // No memory pattern: ORT plans and keeps an allocation pattern per input shape it
+            // sees, and every batch has its own padded length, so the patterns grew an
+            // indexer's embedding phase to ~1.5 GiB. Off, the peak is ~0.55 GiB lower at the same
+            // chunks/s, and the vectors are the same bytes (issue 30; docs/performance.md,
+            // "Memory, start and BM25's tail").
             builder = builder
                 .with_intra_threads((cores / pool).max(1))
+                .map_err(|e| EmbedError::Ort(e.to_string()))?
+                .with_memory_pattern(false)
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
             if !spin {
                 // Sessions that share the cores with each other (and with search) must not

@@ -97,6 +97,9 @@ enum Command {
         n: usize,
         #[arg(long)]
         texts_out: PathBuf,
+        /// Also write the vectors (JSON), to compare two builds' bytes.
+        #[arg(long)]
+        vectors_out: Option<PathBuf>,
     },
 }
 
@@ -725,6 +728,7 @@ async fn embed_bench(
     model: &Path,
     n: usize,
     texts_out: &Path,
+    vectors_out: Option<&Path>,
 ) -> anyhow::Result<Value> {
     let cache = tempfile::tempdir()?;
     let (rows, _) = base_rows(&[base.to_string()], cache.path()).await?;
@@ -735,10 +739,14 @@ async fn embed_bench(
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     embedder.embed(&refs[..refs.len().min(32)], |_| {})?; // warm-up
     let t = Instant::now();
-    embedder.embed(&refs, |_| {})?;
+    let vectors = embedder.embed(&refs, |_| {})?;
     let s = t.elapsed().as_secs_f64();
+    if let Some(path) = vectors_out {
+        std::fs::write(path, serde_json::to_vec(&vectors)?)?;
+    }
     Ok(
-        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "seconds": s, "chunks_per_s": texts.len() as f64 / s}),
+        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "seconds": s, "chunks_per_s": texts.len() as f64 / s,
+               "peak_rss_kib": status_kib("VmHWM:"), "rss_kib": status_kib("VmRSS:")}),
     )
 }
 
@@ -758,8 +766,8 @@ fn main() -> anyhow::Result<()> {
         Command::Prune { store, queries, n, rule } => {
             rt.block_on(prune_bench(&store, &queries, n, &rule))?
         }
-        Command::Embed { base, model, n, texts_out } => {
-            rt.block_on(embed_bench(&base, &model, n, &texts_out))?
+        Command::Embed { base, model, n, texts_out, vectors_out } => {
+            rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
         }
     };
     println!("{}", serde_json::to_string(&out)?);
