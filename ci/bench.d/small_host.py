@@ -61,6 +61,11 @@ def stat_of(cg: Path) -> dict[str, int]:
     return out
 
 
+def major_faults(st: dict[str, int]) -> int:
+    """Major faults of the cgroup and its children (v1 names them total_*)."""
+    return st.get("total_pgmajfault", st.get("pgmajfault", 0))
+
+
 def oom_kills(cg: Path) -> int:
     for line in (cg / "memory.oom_control").read_text().splitlines():
         if line.startswith("oom_kill "):
@@ -109,7 +114,7 @@ def one_limit(args, parent: Path, limit: str, port: int) -> dict:
             return row
         row["start_seconds"] = time.monotonic() - t0
         row["after_start_mib"] = int((cg / "memory.usage_in_bytes").read_text()) / 2**20
-        majflt0 = stat_of(cg).get("total_pgmajfault", stat_of(cg).get("pgmajfault", 0))
+        majflt0 = major_faults(stat_of(cg))
         for clients in (1, 8):
             load = [args.bench, "load", "--port", str(port), "--clients", str(clients),
                     "--seconds", str(args.seconds)]
@@ -124,7 +129,7 @@ def one_limit(args, parent: Path, limit: str, port: int) -> dict:
                 "qps": r["qps"], "p50_ms": r["latency"]["p50_ms"], "p99_ms": r["latency"]["p99_ms"],
                 "errors": r["errors"], "requests": r["requests"]}
         st = stat_of(cg)
-        row["major_faults"] = st.get("total_pgmajfault", st.get("pgmajfault", 0)) - majflt0
+        row["major_faults"] = major_faults(st) - majflt0
         row["peak_mib"] = int((cg / "memory.max_usage_in_bytes").read_text()) / 2**20
         row["oom_kills"] = oom_kills(cg)
         row["server_alive"] = server.poll() is None

@@ -76,7 +76,7 @@ impl Embedder {
         spin: bool,
     ) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, MAX_TOKENS)?;
-        let model_sha256 = crate::row::sha256_file_hex(&model_path)
+        let (model_sha256, _) = crate::segment::sha256_file(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
 
         let env = ort_environment()?;

@@ -89,8 +89,8 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Stri
         Err(e) => format!("not loaded: {e}"),
     };
     let model = default_model();
-    let model_line = match crate::row::sha256_file_hex(&Path::new(&model).join("model.onnx")) {
-        Ok(sha256) => format!(
+    let model_line = match crate::segment::sha256_file(&Path::new(&model).join("model.onnx")) {
+        Ok((sha256, _)) => format!(
             "{} (sha256 {sha256}, {model})",
             Path::new(&model).file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),
         ),
@@ -135,7 +135,7 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
 /// a truncated library and the process dies of SIGBUS when it touches the missing pages; this
 /// turns that into an error naming the file. Reads the headers, not the whole library.
 fn check_library_file(path: &Path) -> Result<(), String> {
-    use object::read::macho::{FatArch as _, MachOFatFile32, MachOFatFile64};
+    use object::read::macho::{FatArch, MachOFatFile32, MachOFatFile64};
     use object::{FileKind, Object as _, ObjectSegment as _, ReadCache};
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let len = file.metadata().map_err(|e| e.to_string())?.len();
@@ -150,20 +150,22 @@ fn check_library_file(path: &Path) -> Result<(), String> {
         }
         Ok(())
     };
+    // A universal file: every architecture it lists must lie within it.
+    fn arches_within<A: FatArch>(
+        arches: &[A],
+        within: impl Fn(&str, u64, u64) -> Result<(), String>,
+    ) -> Result<(), String> {
+        arches.iter().try_for_each(|a| {
+            let (offset, size) = a.file_range();
+            within("an architecture", offset, size)
+        })
+    }
     match FileKind::parse(data).map_err(damaged)? {
         FileKind::MachOFat32 => {
-            let fat = MachOFatFile32::parse(data).map_err(damaged)?;
-            fat.arches().iter().try_for_each(|a| {
-                let (offset, size) = a.file_range();
-                within("an architecture", offset, size)
-            })
+            arches_within(MachOFatFile32::parse(data).map_err(damaged)?.arches(), within)
         }
         FileKind::MachOFat64 => {
-            let fat = MachOFatFile64::parse(data).map_err(damaged)?;
-            fat.arches().iter().try_for_each(|a| {
-                let (offset, size) = a.file_range();
-                within("an architecture", offset, size)
-            })
+            arches_within(MachOFatFile64::parse(data).map_err(damaged)?.arches(), within)
         }
         _ => {
             let object = object::File::parse(data).map_err(damaged)?;

@@ -136,13 +136,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The lowercase hex SHA-256 of the file at `path`, read in pieces (never whole in memory).
-pub(crate) fn sha256_file_hex(path: &std::path::Path) -> std::io::Result<String> {
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// One row of `rows.parquet`. Every column of the design is here; a source fills what it knows
 /// and leaves the rest `None` or empty.
 ///

@@ -5,10 +5,12 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, FixedSizeListArray, FixedSizeListBuilder,
-    Float32Array, Float32Builder, Int32Array, Int64Array, ListArray, ListBuilder, RecordBatch,
+    Float32Array, Float32Builder, Int64Array, ListArray, ListBuilder, PrimitiveArray, RecordBatch,
     StringArray, StringBuilder, TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Field, Int32Type, Int64Type, Schema, SchemaRef, TimeUnit,
+};
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
@@ -271,21 +273,30 @@ impl ColumnKind for OptText {
     }
 }
 
-/// A count that is never null.
-struct Int;
-impl ColumnKind for Int {
-    type Value = i64;
-    type Array = Int64Array;
+/// A number that is never null: an absent column, or a null, reads as 0.
+struct Required<T>(std::marker::PhantomData<T>);
+impl<T: ArrowPrimitiveType> ColumnKind for Required<T> {
+    type Value = T::Native;
+    type Array = PrimitiveArray<T>;
     fn field(name: &str, _: usize) -> Field {
-        Field::new(name, DataType::Int64, false)
+        Field::new(name, T::DATA_TYPE, false)
     }
-    fn write<'a>(v: impl Iterator<Item = &'a i64>, _: usize) -> Result<ArrayRef, FormatError> {
-        Ok(Arc::new(v.map(|n| Some(*n)).collect::<Int64Array>()))
+    fn write<'a>(
+        v: impl Iterator<Item = &'a T::Native>,
+        _: usize,
+    ) -> Result<ArrayRef, FormatError> {
+        Ok(Arc::new(v.map(|n| Some(*n)).collect::<PrimitiveArray<T>>()))
     }
-    fn read(a: Option<&Int64Array>, i: usize, _: &str) -> Result<i64, String> {
-        Ok(opt_i64(a, i).unwrap_or_default())
+    fn read(a: Option<&PrimitiveArray<T>>, i: usize, _: &str) -> Result<T::Native, String> {
+        Ok(a.filter(|a| !a.is_null(i)).map_or_else(Default::default, |a| a.value(i)))
     }
 }
+
+/// A count that is never null.
+type Int = Required<Int64Type>;
+
+/// A chunk index: int32, never null.
+type Int32 = Required<Int32Type>;
 
 /// An optional integer.
 struct OptInt;
@@ -322,22 +333,6 @@ impl ColumnKind for Count {
     }
     fn read(a: Option<&Int64Array>, i: usize, _: &str) -> Result<Option<usize>, String> {
         Ok(opt_i64(a, i).map(|n| n as usize))
-    }
-}
-
-/// A chunk index: int32, never null.
-struct Int32;
-impl ColumnKind for Int32 {
-    type Value = i32;
-    type Array = Int32Array;
-    fn field(name: &str, _: usize) -> Field {
-        Field::new(name, DataType::Int32, false)
-    }
-    fn write<'a>(v: impl Iterator<Item = &'a i32>, _: usize) -> Result<ArrayRef, FormatError> {
-        Ok(Arc::new(v.map(|n| Some(*n)).collect::<Int32Array>()))
-    }
-    fn read(a: Option<&Int32Array>, i: usize, _: &str) -> Result<i32, String> {
-        Ok(a.map_or(0, |a| a.value(i)))
     }
 }
 

@@ -53,12 +53,17 @@ pub fn segment_id(repo: &str, rows_sha256: &str, model: &ModelIdentity) -> Strin
 
 /// sha256 and length of a file, streamed.
 pub fn hash_file(path: &Path) -> Result<(String, u64), FormatError> {
-    let mut f = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
+    sha256_file(path).map_err(|e| FormatError::io(path, e))
+}
+
+/// [`hash_file`] with the bare I/O error, for callers whose errors name the file their own way.
+pub(crate) fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+    let mut f = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;
     loop {
-        let k = f.read(&mut buf).map_err(|e| FormatError::io(path, e))?;
+        let k = f.read(&mut buf)?;
         if k == 0 {
             break;
         }

@@ -509,10 +509,8 @@ impl ServingIndex {
     }
 
     /// The BM25 query of a text: every word it analyses to, in every field, with the field's
-    /// weight; a document scores by the words it has (no operators, so nothing is a syntax
-    /// error).
-    /// The BM25 query of `text`: one boosted term clause per field and distinct token, less
-    /// the terms `pruning` leaves out.
+    /// weight, less the terms `pruning` leaves out; a document scores by the words it has (no
+    /// operators, so nothing is a syntax error).
     fn text_query(&self, text: &str, pruning: Option<&TermPruning>) -> BooleanQuery {
         let mut terms: Vec<(Term, f32)> = Vec::new();
         for (field, boost, analyzer) in &self.bm25 {
@@ -878,7 +876,7 @@ mod tests {
         let rule = TermPruning { keep_rarest: 2, max_df_fraction: 0.1, min_df: 50 };
         let df = |t: &&str| match *t {
             "the" => 900,   // common in both senses: left out
-            "map" => 400,   // common too, but among the two rarest? no: left out
+            "map" => 400,   // common as well (the two rarest are entry and ordered): left out
             "insert" => 40, // under the absolute floor: kept
             "ordered" => 5,
             "entry" => 2,

@@ -791,12 +791,7 @@ impl Store {
         // The key comes from a manifest: it must name a file inside the store.
         let from = safe_join(self.local_root.as_ref()?, key).ok()?;
         std::fs::hard_link(&from, to).ok()?;
-        let hashed = std::fs::File::open(to).and_then(|mut file| {
-            let mut h = Sha256::new();
-            let bytes = std::io::copy(&mut file, &mut h)?;
-            Ok((hex::encode(h.finalize()), bytes))
-        });
-        Some(hashed.map_err(|e| FormatError::io(to, e).into()))
+        Some(crate::segment::hash_file(to).map_err(StoreError::from))
     }
 
     async fn copy_hashing(&self, key: &str, to: &Path) -> Result<(String, u64), StoreError> {
