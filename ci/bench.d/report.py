@@ -102,7 +102,7 @@ print(f"corpus: {c['base_rows']} real rows grown to {rows} in {c['segments']} se
 print(f"build, non-embedding (write parquet + serving index + usearch, merge, upload, publish): {prepare['write_rows_per_s']:.0f} rows/s"
       f"   baseline FTS5+numpy load: {baseline['build_rows_per_s']:.0f} rows/s   LanceDB: {lance['build_rows_per_s']:.0f} rows/s")
 print(f"base corpus build (real, with embedding): {base_build}")
-print(f"snapshot: {prepare['bytes_per_row']:.0f} bytes/row   LanceDB: {lance['bytes_per_row']:.0f} bytes/row")
+print(f"store: {prepare['bytes_per_row']:.0f} bytes/row (build segments {prepare.get('build_segment_bytes_per_row', 0):.0f}, merged {prepare.get('merged_bytes_per_row', 0):.0f})   LanceDB: {lance['bytes_per_row']:.0f} bytes/row")
 print(f"open: first (fetch + verify + open) {search['first_open_seconds']:.2f} s, cold open from the local cache {search['cold_open_seconds']:.3f} s"
       f"   LanceDB cold open + first hybrid query {lance['cold_open_seconds']:.3f} s")
 one = prepare_small.get("one_repo_change") or {}

@@ -55,25 +55,64 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
+/// How an [`Embedder`]'s ONNX Runtime sessions are built. [`Embedder::load`] (batch
+/// embedding) and [`Embedder::load_pooled`] (a server's queries) choose; `hubdex-bench
+/// embedder-memory` measures what each choice costs. None of them changes a vector's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Sessions in the pool; each runs one inference at a time.
+    pub sessions: usize,
+    /// Whether a session's idle threads spin (batch embedding) or sleep (sessions that share
+    /// the cores with each other and with search).
+    pub spin: bool,
+    /// ONNX Runtime's CPU memory arena: buffers freed by a run are kept for the next one.
+    pub arena: bool,
+    /// Weights rearranged for the CPU kernels ("pre-packed") when the session is built.
+    pub prepacking: bool,
+    /// The pool's sessions share one pre-packed copy of the weights.
+    pub share_prepacked: bool,
+    /// ONNX Runtime's constant folding. The int8 model stores its weights as int8 and scales
+    /// them to float32 in the graph (Cast, Mul): folding does that once, at load, and keeps
+    /// the float32 weights (4 bytes a weight) for the session's life.
+    pub fold_constants: bool,
+}
+
+impl SessionOptions {
+    /// Batch embedding: one session on every core, spinning between batches.
+    pub const BATCH: SessionOptions = SessionOptions {
+        sessions: 1,
+        spin: true,
+        arena: true,
+        prepacking: true,
+        share_prepacked: false,
+        fold_constants: true,
+    };
+
+    /// A server's query sessions: `sessions` sharing the cores, none spinning.
+    pub fn queries(sessions: usize) -> SessionOptions {
+        SessionOptions { sessions: sessions.max(1), spin: false, ..SessionOptions::BATCH }
+    }
+}
+
 impl Embedder {
     /// Loads `dir/model.onnx` and `dir/tokenizer.json` on `device`, with one session using
     /// every core: what batch embedding wants.
     pub fn load(dir: &Path, device: Device) -> Result<Self, EmbedError> {
-        Self::load_sessions(dir, device, 1, true)
+        Self::load_with(dir, device, SessionOptions::BATCH)
     }
 
     /// Loads the model with `sessions` sessions sharing the cores, none spinning between runs:
     /// what a server answering concurrent queries wants (one query's embedding gains little
     /// from more threads, and search needs the cores a spinning pool would hold).
     pub fn load_pooled(dir: &Path, device: Device, sessions: usize) -> Result<Self, EmbedError> {
-        Self::load_sessions(dir, device, sessions, false)
+        Self::load_with(dir, device, SessionOptions::queries(sessions))
     }
 
-    fn load_sessions(
+    /// Loads the model with sessions built as `options` says.
+    pub fn load_with(
         dir: &Path,
         device: Device,
-        sessions: usize,
-        spin: bool,
+        options: SessionOptions,
     ) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, MAX_TOKENS)?;
         let (model_sha256, _) = crate::segment::sha256_file(&model_path)
@@ -81,14 +120,22 @@ impl Embedder {
 
         let env = ort_environment()?;
         let ort_err = |e: ort::Error| EmbedError::Ort(e.to_string());
-        let pool = sessions.max(1);
+        let pool = options.sessions.max(1);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let prepacked = options.share_prepacked.then(ort::session::builder::PrepackedWeights::new);
         let mut sessions = Vec::with_capacity(pool);
         for _ in 0..pool {
             let mut builder = Session::builder(env).map_err(ort_err)?;
             if device == Device::Cuda {
                 builder = builder
                     .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                    .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            } else if !options.arena {
+                builder = builder
+                    .with_execution_providers([ort::ep::CPU::default()
+                        .with_arena_allocator(false)
+                        .build()
+                        .error_on_failure()])
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
             // No memory pattern: ORT plans and keeps an allocation pattern per input shape it
@@ -101,11 +148,25 @@ impl Embedder {
                 .map_err(|e| EmbedError::Ort(e.to_string()))?
                 .with_memory_pattern(false)
                 .map_err(|e| EmbedError::Ort(e.to_string()))?;
-            if !spin {
+            if !options.spin {
                 // Sessions that share the cores with each other (and with search) must not
                 // spin between runs: a spinning pool steals the core another query needs.
                 builder = builder
                     .with_intra_op_spinning(false)
+                    .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            }
+            if !options.prepacking {
+                builder =
+                    builder.with_prepacking(false).map_err(|e| EmbedError::Ort(e.to_string()))?;
+            }
+            if !options.fold_constants {
+                builder = builder
+                    .with_disabled_optimizers("ConstantFolding")
+                    .map_err(|e| EmbedError::Ort(e.to_string()))?;
+            }
+            if let Some(weights) = &prepacked {
+                builder = builder
+                    .with_prepacked_weights(weights)
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
             // From the file, not from bytes read here: a copy of the model held while the

@@ -36,6 +36,7 @@ mod error;
 mod files;
 mod filter;
 mod hf;
+mod malloc;
 mod manifest;
 mod merge;
 mod model;
@@ -54,10 +55,11 @@ pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
 };
-pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, normalised};
+pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, SessionOptions, normalised};
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
+pub use malloc::{MALLOC_TRIM_THRESHOLD, restart_with_fixed_malloc_thresholds};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,
     READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,

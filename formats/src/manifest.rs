@@ -12,12 +12,13 @@ use crate::error::FormatError;
 /// `text/` the serving index (filter and sort columns, stored rows), added the `files/` store
 /// and merged segments. Version 4 writes vectors.usearch with i8 vectors instead of f16 (half
 /// the bytes a server maps; segment.json's `vector_scalar` says which).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
 /// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
-/// layout and differ only in the vectors' scalar.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4];
+/// layout and differ only in the vectors' scalar; version 5 writes build segments without
+/// serving files, every one served through a merged segment.
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.
@@ -242,6 +243,16 @@ impl SegmentMeta {
         let mut v = serde_json::to_vec_pretty(self).expect("segment meta serializes");
         v.push(b'\n');
         v
+    }
+}
+
+impl ManifestSegment {
+    /// Whether the segment has serving files of its own (`text/`, `vectors.usearch`): every
+    /// merged segment, and a build segment of format 1 to 4. A build segment of format 5 holds
+    /// only its rows (rows.parquet, files.parquet, edges.parquet) and is served through the
+    /// merged segment that covers it, a group of one where it is alone.
+    pub fn has_serving_files(&self) -> bool {
+        self.files.iter().any(|f| f.path == crate::segment::VECTORS_USEARCH)
     }
 }
 

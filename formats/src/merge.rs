@@ -11,6 +11,10 @@
 //! the others' ids, and so their files, as they were (as Lucene's tiered merge policy and
 //! Quickwit's split merging bound the cost of a change). A small repository's change rewrites a
 //! unit of about 64k rows, a large one's a unit of about 256k.
+//!
+//! From format 5 a build segment has no serving files of its own (it would be a second copy
+//! of the unit's): a group of one such segment is a merged segment too, and so is a build
+//! segment too large for either tier. Older build segments alone are served as they are.
 
 use std::path::{Path, PathBuf};
 
@@ -68,15 +72,16 @@ fn cut(mut tier: Vec<&ManifestSegment>, target: u64, max: u64) -> Vec<Vec<Manife
     if !group.is_empty() {
         groups.push(group);
     }
-    groups.retain(|g| g.len() > 1);
+    groups.retain(|g| g.len() > 1 || !g[0].has_serving_files());
     groups
 }
 
-/// Groups the build segments to merge: only groups of two or more; a segment in no group is
-/// served as it is. Two tiers, as a tiered merge policy keeps segments of like sizes together:
-/// segments under [`MERGE_BELOW_ROWS`] rows merge into units of about [`MERGED_TARGET_ROWS`];
-/// larger ones (up to [`MERGED_TIER2_MAX_ROWS`]) into units of about
-/// [`MERGED_TIER2_TARGET_ROWS`]. `segments` may come in any order.
+/// Groups the build segments to merge; a segment in no group is served as it is. Two tiers, as
+/// a tiered merge policy keeps segments of like sizes together: segments under
+/// [`MERGE_BELOW_ROWS`] rows merge into units of about [`MERGED_TARGET_ROWS`]; larger ones (up
+/// to [`MERGED_TIER2_MAX_ROWS`]) into units of about [`MERGED_TIER2_TARGET_ROWS`]. A group of
+/// one is kept only for a segment without serving files of its own (format 5), as is a group
+/// of one such segment too large for the tiers. `segments` may come in any order.
 pub fn plan_merges(segments: &[ManifestSegment]) -> Vec<Vec<ManifestSegment>> {
     let build: Vec<&ManifestSegment> = segments.iter().filter(|s| s.members.is_empty()).collect();
     let small: Vec<&ManifestSegment> =
@@ -88,6 +93,13 @@ pub fn plan_merges(segments: &[ManifestSegment]) -> Vec<Vec<ManifestSegment>> {
         .collect();
     let mut groups = cut(small, MERGED_TARGET_ROWS, MERGED_MAX_ROWS);
     groups.extend(cut(large, MERGED_TIER2_TARGET_ROWS, MERGED_TIER2_MAX_ROWS));
+    let mut huge: Vec<&ManifestSegment> = build
+        .iter()
+        .copied()
+        .filter(|s| s.rows >= MERGED_TIER2_MAX_ROWS && !s.has_serving_files())
+        .collect();
+    huge.sort_by(|a, b| a.repo.cmp(&b.repo).then(a.id.cmp(&b.id)));
+    groups.extend(huge.into_iter().map(|s| vec![s.clone()]));
     groups
 }
 
@@ -113,8 +125,8 @@ pub fn write_merged_segment(
     let mut members = Vec::new();
     let mut repos = Vec::new();
     // The first member's vector graph is the start of the merged one (its rows come first):
-    // only the other members' vectors are inserted. A first member of an older format (f16
-    // vectors) cannot start it: then every vector is inserted.
+    // only the other members' vectors are inserted. A first member without one (format 5) or
+    // of an older format (f16 vectors) cannot start it: then every vector is inserted.
     let first_graph = member_dirs.first().map(|m| m.join(VECTORS_USEARCH));
     let mut vector_base = None;
     for (k, m) in member_dirs.iter().enumerate() {
@@ -126,7 +138,8 @@ pub fn write_merged_segment(
             });
         }
         rows.extend(read_rows(&m.join(ROWS_PARQUET), true)?);
-        if k == 0 && meta.vector_scalar == VECTOR_SCALAR && !rows.is_empty() {
+        let has_graph = meta.files.iter().any(|f| f.path == VECTORS_USEARCH);
+        if k == 0 && has_graph && meta.vector_scalar == VECTOR_SCALAR && !rows.is_empty() {
             // Its vectors.usearch holds exactly its rows.parquet's rows (checked on load too).
             vector_base = first_graph.as_deref().map(|path| VectorBase { path, rows: rows.len() });
         }
@@ -151,7 +164,18 @@ pub fn write_merged_segment(
 mod tests {
     use super::*;
 
+    /// A build segment of format 4: it has serving files of its own.
     fn seg(repo: &str, rows: u64) -> ManifestSegment {
+        let graph = crate::manifest::FileEntry {
+            path: VECTORS_USEARCH.into(),
+            bytes: 1,
+            sha256: String::new(),
+        };
+        ManifestSegment { files: vec![graph], ..lean(repo, rows) }
+    }
+
+    /// A build segment of format 5: its rows only.
+    fn lean(repo: &str, rows: u64) -> ManifestSegment {
         ManifestSegment {
             id: format!("{repo}-id"),
             repo: repo.into(),
@@ -161,6 +185,24 @@ mod tests {
             files: Vec::new(),
             members: Vec::new(),
         }
+    }
+
+    #[test]
+    fn every_format_5_segment_is_in_a_group_and_older_ones_alone_stay_alone() {
+        let mut all: Vec<ManifestSegment> =
+            (0..40).map(|i| lean(&format!("org/small{i:02}"), 1_500)).collect();
+        all.push(lean("org/huge", 600_000));
+        all.push(lean("org/mid", 40_000));
+        all.push(seg("org/old-huge", 700_000));
+        let groups = plan_merges(&all);
+        let covered: Vec<&str> = groups.iter().flatten().map(|s| s.repo.as_str()).collect();
+        for s in all.iter().filter(|s| !s.has_serving_files()) {
+            assert_eq!(covered.iter().filter(|r| **r == s.repo).count(), 1, "{}", s.repo);
+        }
+        assert!(!covered.contains(&"org/old-huge"), "a format-4 segment alone serves itself");
+        assert!(groups.iter().any(|g| g.len() == 1 && g[0].repo == "org/huge"));
+        // Groups of one and of many alike: the small ones still share units.
+        assert!(groups.len() < 20, "{} groups", groups.len());
     }
 
     #[test]

@@ -3,14 +3,18 @@
 //! ```text
 //! <segment dir>/rows.parquet      every row with its embedding (build segments only)
 //!               files.parquet     file texts at the indexed commit (when the repo has files)
+//!               edges.parquet     cross-references (build segments with edges, crate::edges)
 //!               text/             the serving index: BM25, filter and sort columns, stored
 //!                                 rows (crate::serving), one tantivy segment
 //!               files/            the file store read_span reads (when there are files)
-//!               edges.parquet     cross-references (build segments with edges, crate::edges)
 //!               edges/            the edge index `related` reads (when there are edges)
 //!               vectors.usearch   HNSW over row ordinals
 //!               segment.json      counts, versions, model, sha256 of every file above
 //! ```
+//!
+//! From format 5 a build segment holds its rows only (the three Parquet files and
+//! segment.json): the serving files are written once, in the merged segment that serves it
+//! ([`crate::merge`]). A merged segment holds the serving files only.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -19,7 +23,7 @@ use std::path::{Path, PathBuf};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 
-use crate::edges::{EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, merge_edge_indexes, write_edges};
+use crate::edges::{EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, write_edges};
 use crate::error::FormatError;
 use crate::files::{
     FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_file_store, write_files,
@@ -153,19 +157,11 @@ impl SegmentDraft {
         &self.id
     }
 
-    /// Builds the serving index, the file store, the edge index and the vector index of
-    /// `rows` (as sorted by [`start_segment`]), `files` and the edges written by
-    /// [`start_segment`], hashes every file and writes segment.json.
-    pub fn finish(self, rows: &[Row], files: &[FileText]) -> Result<SegmentMeta, FormatError> {
-        let repo = self.repo.clone();
-        let indexed = IndexInputs {
-            rows: rows.iter().collect(),
-            files: files.iter().map(|f| (repo.as_str(), f)).collect(),
-            analyzers: Analyzers::current(),
-            vector_base: None,
-        };
-        write_indexes(&self.dir, &indexed, self.model.dim)?;
-        merge_edge_indexes(&self.dir, std::slice::from_ref(&self.dir))?;
+    /// Hashes the files [`start_segment`] wrote and writes segment.json over `rows` (as
+    /// sorted by [`start_segment`]). From format 5 a build segment has no serving files: the
+    /// text, file, edge and vector indexes are built once, in the merged segment that serves it
+    /// ([`crate::plan_merges`], a group of one where it is alone), not a second time here.
+    pub fn finish(self, rows: &[Row]) -> Result<SegmentMeta, FormatError> {
         finish_meta(
             &self.dir,
             self.id,
@@ -264,7 +260,8 @@ pub(crate) fn finish_meta(
     Ok(meta)
 }
 
-/// Writes a whole segment of `repo` into the empty directory `dir`.
+/// Writes a whole build segment of `repo` (its rows; see [`SegmentDraft::finish`]) into the
+/// empty directory `dir`.
 pub fn write_segment(
     dir: &Path,
     repo: &str,
@@ -273,7 +270,7 @@ pub fn write_segment(
     edges: &mut [Edge],
     model: &ModelIdentity,
 ) -> Result<SegmentMeta, FormatError> {
-    start_segment(dir, repo, rows, files, edges, model)?.finish(rows, files)
+    start_segment(dir, repo, rows, files, edges, model)?.finish(rows)
 }
 
 /// Joins a relative path from an artifact onto `dir`, refusing anything that could leave it.
@@ -323,6 +320,16 @@ impl Segment {
     /// [`upgrade_segment`].
     pub fn open(dir: &Path) -> Result<Segment, FormatError> {
         let meta = read_segment_meta(dir)?;
+        if !meta.files.iter().any(|f| f.path == VECTORS_USEARCH) {
+            return Err(FormatError::Schema {
+                what: dir.display().to_string(),
+                detail: format!(
+                    "build segment {} holds only its rows (format {}): it is served through the \
+                     merged segment that covers it, and the manifest names none",
+                    meta.id, meta.format_version
+                ),
+            });
+        }
         let text = ServingIndex::open(&dir.join(TEXT_DIR))?;
         if text.num_docs() != meta.rows {
             return Err(FormatError::Schema {

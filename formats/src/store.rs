@@ -916,6 +916,38 @@ mod tests {
         assert_eq!(segment_of_key("segmentsx/y"), None);
     }
 
+    #[tokio::test]
+    async fn a_cached_file_is_linked_only_from_inside_the_store() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("store");
+        std::fs::create_dir_all(root.join("segments/s")).unwrap();
+        std::fs::write(root.join("segments/s/rows.parquet"), b"rows").unwrap();
+        std::fs::write(tmp.path().join("secret"), b"outside the store").unwrap();
+        let store = Store::open(root.to_str().unwrap()).unwrap();
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+
+        // Inside the store: linked (one inode, no second copy) and hashed.
+        let inside = cache.join("rows.parquet");
+        let (sha, bytes) = store.link_hashing("segments/s/rows.parquet", &inside).unwrap().unwrap();
+        assert_eq!((sha.as_str(), bytes), (sha256_hex(b"rows").as_str(), 4));
+        use std::os::unix::fs::MetadataExt as _;
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert_eq!(ino(&inside), ino(&root.join("segments/s/rows.parquet")));
+
+        // A key that climbs out of the store (a crafted manifest or segment.json) links
+        // nothing, and the copy it falls back to refuses it too.
+        for key in ["../secret", "segments/../../secret", "/etc/passwd"] {
+            let to = cache.join("crafted");
+            assert!(store.link_hashing(key, &to).is_none(), "{key} was linked");
+            assert!(!to.exists(), "{key} left {}", to.display());
+            let copied = store.copy_hashing(key, &to).await;
+            assert!(copied.is_err(), "{key} was copied: {copied:?}");
+            let leaked = std::fs::read(&to).unwrap_or_default();
+            assert!(!leaked.starts_with(b"outside"), "{key} copied the file outside the store");
+        }
+    }
+
     #[test]
     fn an_https_cloud_store_opens_with_the_one_tls_provider() {
         // reqwest is built without a bundled crypto provider: opening an HTTPS store must

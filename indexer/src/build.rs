@@ -424,7 +424,7 @@ pub(crate) async fn embed_one(
     } else {
         let writing = spinner(Some(mp));
         writing.set_message(format!("writing the segment of {repo} ({} rows)", rows.len()));
-        let meta = draft.finish(&rows, &files)?;
+        let meta = draft.finish(&rows)?;
         writing.finish_and_clear();
         report.write_seconds += t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -492,11 +492,11 @@ pub(crate) async fn publish_segments(
         save_cursors(store, cursors).await?;
         return Ok(());
     }
-    // Small segments are served merged; a merged segment already in the store is reused.
+    // Build segments are served through merged segments (small ones together, others alone);
+    // a merged segment already in the store is reused.
     let merge_cache = cache.join("merge");
     let merging = spinner(None);
-    merging
-        .set_message(format!("merging small segments for serving ({} segments)", segments.len()));
+    merging.set_message(format!("writing the serving units of {} build segments", segments.len()));
     let merged = store
         .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"))
         .await

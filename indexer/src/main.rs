@@ -254,6 +254,8 @@ fn main() -> ExitCode {
     if hubdex_formats::print_version_if_asked("hubdex-index", env!("CARGO_PKG_VERSION"), commit) {
         return ExitCode::SUCCESS;
     }
+    // Before any thread: freed memory goes back to the system (docs/performance.md).
+    hubdex_formats::restart_with_fixed_malloc_thresholds();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")

@@ -25,28 +25,53 @@ fn the_store_has_the_layout_of_the_design() {
     let seg = &manifest.segments[0];
     assert_eq!(seg.repo, "local/widgets");
     let seg_dir = f.store.join("segments").join(&seg.id);
-    for name in ["rows.parquet", "vectors.usearch", "segment.json", "text/meta.json"] {
+    for name in ["rows.parquet", "segment.json"] {
         assert!(seg_dir.join(name).is_file(), "{name} missing from {}", seg_dir.display());
     }
+    // The build segment holds its rows; the serving files are written once, in the merged
+    // segment that serves it alone (format 5).
+    for name in ["vectors.usearch", "text"] {
+        assert!(!seg_dir.join(name).exists(), "{name} in {}", seg_dir.display());
+    }
+    assert_eq!(manifest.merged.len(), 1);
+    assert_eq!(manifest.merged[0].members, std::slice::from_ref(&seg.id));
+    let unit_dir = f.store.join("segments").join(&manifest.merged[0].id);
+    for name in ["vectors.usearch", "segment.json", "text/meta.json"] {
+        assert!(unit_dir.join(name).is_file(), "{name} missing from {}", unit_dir.display());
+    }
+    assert!(!unit_dir.join("rows.parquet").exists(), "no second copy of the rows");
     // Snapshot ids sort by time: 20261129T180000Z-<hash8>.
     assert_eq!(id.len(), 25);
     assert_eq!(&id[8..9], "T");
     assert_eq!(&id[15..17], "Z-");
 }
 
+/// The fixture's build segment (the one holding rows.parquet; the other is its merged unit).
+fn build_segment_dir(store: &std::path::Path) -> std::path::PathBuf {
+    std::fs::read_dir(store.join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("rows.parquet").is_file())
+        .expect("a build segment")
+}
+
 #[test]
 fn every_sha256_in_segment_json_matches_its_file() {
     let f = fixture();
-    let seg_dir =
-        std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
+    for seg_dir in std::fs::read_dir(f.store.join("segments")).unwrap() {
+        every_listed_file_matches(&seg_dir.unwrap().path());
+    }
+}
+
+fn every_listed_file_matches(seg_dir: &std::path::Path) {
     let meta =
         SegmentMeta::parse("segment.json", &std::fs::read(seg_dir.join("segment.json")).unwrap())
             .unwrap();
-    let on_disk: Vec<String> = walkdir::WalkDir::new(&seg_dir)
+    let on_disk: Vec<String> = walkdir::WalkDir::new(seg_dir)
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
-        .map(|e| e.path().strip_prefix(&seg_dir).unwrap().to_string_lossy().replace('\\', "/"))
+        .map(|e| e.path().strip_prefix(seg_dir).unwrap().to_string_lossy().replace('\\', "/"))
         .filter(|p| p != "segment.json")
         .collect();
     assert_eq!(meta.files.len(), on_disk.len(), "segment.json lists every file: {on_disk:?}");
@@ -60,8 +85,7 @@ fn every_sha256_in_segment_json_matches_its_file() {
 #[test]
 fn commits_on_every_branch_and_doc_chunks_become_rows() {
     let f = fixture();
-    let seg_dir =
-        std::fs::read_dir(f.store.join("segments")).unwrap().next().unwrap().unwrap().path();
+    let seg_dir = build_segment_dir(&f.store);
     let rows = read_rows(&seg_dir.join("rows.parquet"), true).unwrap();
     let commits: Vec<_> = rows.iter().filter(|r| r.kind().as_str() == "commit").collect();
     assert_eq!(commits.len(), f.repo.commits);

@@ -14,12 +14,13 @@ const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2
 const GOLDEN_V2_SNAPSHOT: &str = "20261129T212733Z-142190f8";
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
 const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v4");
+const GOLDEN_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v5");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5]);
     assert_eq!(
-        FORMAT_VERSION, 4,
+        FORMAT_VERSION, 5,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -49,6 +50,54 @@ fn the_golden_v4_snapshot_verifies_opens_and_answers_with_its_i8_and_title_vecto
     check_golden(GOLDEN_V4, latest["snapshot"].as_str().unwrap(), 4, 9);
 }
 
+#[test]
+fn the_golden_v5_snapshot_verifies_opens_and_answers_with_build_segments_of_rows_only() {
+    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V5}/LATEST")).unwrap();
+    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    check_golden(GOLDEN_V5, latest["snapshot"].as_str().unwrap(), 5, 9);
+}
+
+/// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
+/// repositories (made again, the same commits) rebuilt into a copy of it publish a format-5
+/// snapshot without embedding anything, and it answers as the v4 one did.
+#[test]
+fn a_format_4_store_rebuilds_as_format_5_reusing_every_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("store");
+    copy_dir(std::path::Path::new(GOLDEN_V4), &copy);
+    let repos = dir.path().join("repos");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-golden.sh");
+    let made = std::process::Command::new("bash")
+        .args([script, "--repos"])
+        .arg(&repos)
+        .arg("4")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut opts = crate::fixture::options(&copy, &repos.join("golden"));
+    opts.sources.push(repos.join("golden-two"));
+    runtime().block_on(async {
+        let store = Store::open(copy.to_str().unwrap()).unwrap();
+        let before = store.latest_manifest().await.unwrap();
+        let report = hubdex_indexer::build(&opts).await.unwrap();
+        assert!(report.published);
+        assert_eq!((report.embedded, report.reused), (0, report.rows), "{report:?}");
+        let m = store.latest_manifest().await.unwrap();
+        assert_eq!((m.format_version, m.parent.as_deref()), (5, Some(before.snapshot.as_str())));
+        assert_eq!(m.build.rows, before.segments.iter().map(|s| s.rows).sum::<u64>());
+        assert!(m.segments.iter().all(|s| !s.has_serving_files()), "{:?}", m.segments);
+        assert_eq!(m.serving_units().len(), 1);
+        let st = state(&copy).await;
+        let args = json!({"query": "plant tulips in the flower bed", "top_k": 1})
+            .as_object()
+            .unwrap()
+            .clone();
+        let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
+        assert_eq!(answer["snapshot"], json!(m.snapshot));
+        assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
+    });
+}
+
 fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
     // Work on a copy: opening a local store must not need to write into the fixture.
     let dir = tempfile::tempdir().unwrap();
@@ -62,13 +111,22 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
         let seg = &manifest.segments[0];
         let cache = dir.path().join("cache");
         let seg_dir = store.fetch_segment(seg, &cache).await.unwrap();
-        let serve_dir = if version < 3 {
+        let (serve_dir, rows) = if version < 3 {
             // Older segments are upgraded to the serving layout as they enter a cache.
             let up = dir.path().join("upgraded");
             upgrade_segment(&seg_dir, &up).unwrap();
-            up
+            (up, rows)
+        } else if version >= 5 {
+            // A format-5 build segment holds its rows only: its merged segment serves it.
+            let err = Segment::open(&seg_dir).unwrap_err().to_string();
+            assert!(err.contains("holds only its rows"), "{err}");
+            let unit = &manifest.merged[0];
+            assert!(unit.members.contains(&seg.id));
+            let unit_rows = unit.rows as usize;
+            assert!(unit_rows > rows, "the unit serves both repositories");
+            (store.fetch_segment(unit, &cache).await.unwrap(), unit_rows)
         } else {
-            seg_dir.clone()
+            (seg_dir.clone(), rows)
         };
         let opened = Segment::open(&serve_dir).unwrap();
         assert_eq!(opened.text.rows().unwrap().len(), rows);

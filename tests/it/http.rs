@@ -266,3 +266,31 @@ fn batches_methods_and_oversize_bodies_are_refused() {
     let (status, body) = post(port, "/mcp", "{oops", MCP_HEADERS);
     assert!((400..500).contains(&status), "malformed JSON-RPC gets a 4xx: {status} {body}");
 }
+
+/// The server runs with glibc's malloc thresholds fixed (freed memory goes back to the system):
+/// started without the setting it restarts itself with it, in the same process; a value the
+/// caller set is kept.
+#[test]
+fn the_server_runs_with_fixed_malloc_thresholds_and_keeps_a_callers_value() {
+    use std::process::{Command, Stdio};
+    let var = hubdex_formats::MALLOC_TRIM_THRESHOLD;
+    for (given, expected) in [(None, "131072"), (Some("65536"), "65536")] {
+        let port = hubdex_tests::free_port();
+        let mut cmd = Command::new(hubdex_tests::bin("hubdex"));
+        cmd.args(["--store", fixture().store.to_str().unwrap()])
+            .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+            .env_remove(var)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(v) = given {
+            cmd.env(var, v);
+        }
+        let server = crate::mcp_clients::Server(cmd.spawn().unwrap());
+        hubdex_tests::wait_for_http(port, Duration::from_secs(60));
+        let environ = std::fs::read(format!("/proc/{}/environ", server.0.id())).unwrap();
+        let set: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        let want = format!("{var}={expected}");
+        assert!(set.contains(&want.as_bytes()), "{want} not in the server's environment");
+        assert_eq!(request(port, "GET", "/healthz", "", &[]).0, 200);
+    }
+}

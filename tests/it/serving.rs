@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Scope,
-    Segment, Store, read_rows, upgrade_segment, write_segment,
+    Segment, Store, merged_id, read_rows, write_merged_segment, write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -120,7 +120,7 @@ fn compiled_filters_accept_exactly_the_rows_the_reference_filter_accepts() {
 }
 
 /// Writes one segment per repository from `rows` (their repo and ids rewritten) and publishes
-/// a snapshot of them, unmerged.
+/// a snapshot of them, each served by its own merged segment (a group of one).
 async fn publish(
     store: &Store,
     parts: &[(&str, &[Row])],
@@ -128,7 +128,7 @@ async fn publish(
     parent: Option<&str>,
 ) -> String {
     let work = tempfile::tempdir().unwrap();
-    let mut entries = Vec::new();
+    let (mut entries, mut merged) = (Vec::new(), Vec::new());
     for (repo, rows) in parts {
         let mut rows: Vec<Row> = rows
             .iter()
@@ -142,6 +142,18 @@ async fn publish(
         let dir = work.path().join(repo.replace('/', "_"));
         write_segment(&dir, repo, &mut rows, &mut [], &mut [], &model.model).unwrap();
         entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+        // Each served by a merged segment of its own (a group of one), so a change to one
+        // repository rewrites only its unit whatever the merge plan would group.
+        let id = merged_id(std::slice::from_ref(entries.last().unwrap()));
+        if store.has_segment(&id).await.unwrap() {
+            merged.push(store.stored_segment_entry(&id).await.unwrap().1);
+            continue;
+        }
+        let cache = work.path().join("cache");
+        let member = store.fetch_segment(entries.last().unwrap(), &cache).await.unwrap();
+        let unit = work.path().join("units").join(repo.replace('/', "_"));
+        write_merged_segment(&unit, &id, &[member], &model.model).unwrap();
+        merged.push(store.upload_segment(&unit, |_| {}).await.unwrap());
     }
     let n = store.snapshots().await.unwrap().len();
     let id = format!("20300101T0000{n:02}Z-serving{n}");
@@ -153,7 +165,7 @@ async fn publish(
         model: model.model.clone(),
         build: BuildStats::default(),
         segments: entries,
-        merged: Vec::new(),
+        merged,
         earlier_snapshots: None,
     };
     store.publish(&manifest, false).await.unwrap();
@@ -226,11 +238,14 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
         let cache = dir.path().join("cache");
         let merged = open_snapshot(&store, &cache, None).await.unwrap();
         assert_eq!(merged.segments.len(), 1);
-        // The same snapshot served by its members, as a format-2 server would.
+        // The same snapshot served by its members, each alone (a group of one).
         let mut members = Vec::new();
         for s in &m.segments {
             let d = store.fetch_segment(s, &cache).await.unwrap();
-            members.push(Arc::new(Segment::open(&d).unwrap()));
+            assert!(Segment::open(&d).is_err(), "a format-5 build segment has no serving files");
+            let alone = dir.path().join("alone").join(&s.id);
+            write_merged_segment(&alone, "alone", &[d], &m.model).unwrap();
+            members.push(Arc::new(Segment::open(&alone).unwrap()));
         }
         let unmerged = OpenSnapshot::new(Manifest { merged: Vec::new(), ..m.clone() }, members);
 
@@ -288,10 +303,5 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             );
             assert!(fa.not_found.is_empty());
         }
-        // A format-2 style open of an old segment: the upgrade keeps every row.
-        let d = store.fetch_segment(&m.segments[0], &cache).await.unwrap();
-        let up = dir.path().join("up");
-        upgrade_segment(&d, &up).unwrap();
-        assert_eq!(Segment::open(&up).unwrap().text.num_docs(), m.segments[0].rows);
     });
 }

@@ -154,14 +154,14 @@ fn publish_refuses_a_staged_segment_that_fails_verification() {
             &s.get_opt("staging/run-2/segments/local__alpha.json").await.unwrap().unwrap(),
         )
         .unwrap();
-        let target = store.join("segments").join(&entry.id).join("vectors.usearch");
+        let target = store.join("segments").join(&entry.id).join("rows.parquet");
         let mut bytes = std::fs::read(&target).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 0x40;
         std::fs::write(&target, bytes).unwrap();
         let err = publish(&o, "run-2").await.unwrap_err();
         let msg = format!("{err:#}");
-        assert!(msg.contains("failed verification") && msg.contains("vectors.usearch"), "{msg}");
+        assert!(msg.contains("failed verification") && msg.contains("rows.parquet"), "{msg}");
         assert_eq!(
             s.latest().await.unwrap().unwrap().snapshot,
             first.snapshot,

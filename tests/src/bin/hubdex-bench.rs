@@ -9,6 +9,8 @@
 //!   query embedding, per mode, and QPS with 8 threads.
 //! - `load`: QPS and latency of 8 concurrent HTTP clients against `hubdex serve`.
 //! - `embed`: hubdex's embedder on texts from the base rows (saved for the ORT baseline).
+//! - `embedder-memory`: the anonymous memory a query embedder built one way costs, its query
+//!   latency, and whether its vectors are the indexer's bytes (one way per process).
 //!
 //! Every subcommand prints one JSON object on stdout.
 
@@ -22,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
-    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, Store,
-    TermPruning, read_rows, row_id, write_segment,
+    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, SessionOptions,
+    Store, TermPruning, read_rows, row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use serde_json::{Value, json};
@@ -100,6 +102,28 @@ enum Command {
         /// Also write the vectors (JSON), to compare two builds' bytes.
         #[arg(long)]
         vectors_out: Option<PathBuf>,
+    },
+    /// The query embedder's memory (issue 31): load it with the sessions `--sessions`,
+    /// `--arena`, `--prepack` and `--share-prepacked` say, embed the queries one at a time, and
+    /// report anonymous memory before, after loading and after the queries, the latency, and
+    /// how many query vectors equal the indexer's (`Embedder::load`) to the byte.
+    EmbedderMemory {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, required = true)]
+        queries: Vec<PathBuf>,
+        #[arg(long, default_value_t = 200)]
+        n: usize,
+        #[arg(long, default_value_t = 1)]
+        sessions: usize,
+        #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+        arena: bool,
+        #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+        prepack: bool,
+        #[arg(long, action = clap::ArgAction::Set, default_value_t = false)]
+        share_prepacked: bool,
+        #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+        fold_constants: bool,
     },
 }
 
@@ -282,6 +306,7 @@ async fn prepare(
     };
     store.publish(&manifest, false).await?;
     write_s += t.elapsed().as_secs_f64() + merge_s;
+    let merged_bytes: u64 = manifest.merged.iter().flat_map(|m| &m.files).map(|f| f.bytes).sum();
     Ok(json!({
         "rows": n,
         "edges": edge_count,
@@ -295,8 +320,12 @@ async fn prepare(
         "write_seconds": write_s,
         "write_rows_per_s": n as f64 / write_s,
         "generate_seconds": generate_s,
-        "bytes": bytes,
-        "bytes_per_row": bytes as f64 / n as f64,
+        // The store as a whole: build segments (what rebuilds and merges read) and the
+        // merged segments that serve them.
+        "bytes": bytes + merged_bytes,
+        "bytes_per_row": (bytes + merged_bytes) as f64 / n as f64,
+        "build_segment_bytes_per_row": bytes as f64 / n as f64,
+        "merged_bytes_per_row": merged_bytes as f64 / n as f64,
     }))
 }
 
@@ -750,6 +779,59 @@ async fn embed_bench(
     )
 }
 
+fn embedder_memory(
+    model: &Path,
+    queries: &[PathBuf],
+    n: usize,
+    options: SessionOptions,
+) -> anyhow::Result<Value> {
+    let queries = load_queries(queries, n)?;
+    let mib = |field: &str| status_kib(field) as f64 / 1024.0;
+    let process = mib("RssAnon:");
+    // What is there before any session: the runtime library loaded and its environment, and
+    // the tokenizer.
+    hubdex_formats::ort_environment()?;
+    let runtime = mib("RssAnon:");
+    let (_, tokenizer) = hubdex_formats::model_files(model, hubdex_formats::MAX_TOKENS)?;
+    let with_tokenizer = mib("RssAnon:");
+    drop(tokenizer);
+    let before = mib("RssAnon:");
+    let t = Instant::now();
+    let embedder = Embedder::load_with(model, Device::Cpu, options)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let loaded = mib("RssAnon:");
+    let mut ms = Vec::with_capacity(queries.len());
+    let mut vectors = Vec::with_capacity(queries.len());
+    for q in &queries {
+        let t = Instant::now();
+        vectors.push(embedder.embed_one(q)?);
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let after = mib("RssAnon:");
+    let peak = mib("VmHWM:");
+    drop(embedder);
+    // The indexer's embedder, after the measurement: do the query vectors equal its bytes?
+    let indexer = Embedder::load(model, Device::Cpu)?;
+    let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+    let same = indexer
+        .embed(&refs, |_| {})?
+        .iter()
+        .zip(&vectors)
+        .filter(|(a, b)| a.iter().map(|x| x.to_bits()).eq(b.iter().map(|x| x.to_bits())))
+        .count();
+    Ok(json!({
+        "options": format!("{options:?}"),
+        "queries": queries.len(),
+        "load_seconds": load_s,
+        "anon_mib": {"process": process, "runtime_library": runtime, "with_tokenizer": with_tokenizer,
+                     "before": before, "loaded": loaded, "after_queries": after},
+        "embedder_anon_mib": after - before,
+        "peak_rss_mib": peak,
+        "latency": percentiles(ms),
+        "vectors_equal_to_indexer": same,
+    }))
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
@@ -768,6 +850,26 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Embed { base, model, n, texts_out, vectors_out } => {
             rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
+        }
+        Command::EmbedderMemory {
+            model,
+            queries,
+            n,
+            sessions,
+            arena,
+            prepack,
+            share_prepacked,
+            fold_constants,
+        } => {
+            let options = SessionOptions {
+                sessions,
+                spin: false,
+                arena,
+                prepacking: prepack,
+                share_prepacked,
+                fold_constants,
+            };
+            embedder_memory(&model, &queries, n, options)?
         }
     };
     println!("{}", serde_json::to_string(&out)?);
