@@ -9,7 +9,7 @@ as_json, rows, base_build = sys.argv[1] == "1", int(sys.argv[2]), sys.argv[3]
 rss_parts = [int(x) for x in sys.argv[4].split(",") if x] + [0, 0, 0]
 server_rss = {"total_kib": rss_parts[0], "anon_kib": rss_parts[1], "file_kib": rss_parts[2]}
 (prepare, search, mcp, load, baseline, embed, ort, prepare_small, search_small, rest1,
- lance, small_host) = (json.loads(a) for a in sys.argv[5:17])
+ lance, small_host, embedder_glibc, embedder_fixed) = (json.loads(a) for a in sys.argv[5:19])
 
 h, b, l = search["modes"], baseline["modes"], lance["modes"]
 hs = search_small["modes"]
@@ -90,6 +90,7 @@ result = {
     "embedding": {"hubdex": embed, "onnxruntime_python": ort, "ratio": embed["chunks_per_s"] / ort["chunks_per_s"]},
     "targets": [{"target": t, "met": m, "figure": f} for t, m, f in targets],
     "small_host": small_host,
+    "query_embedder_memory": {"glibc_defaults": embedder_glibc, "thresholds_fixed": embedder_fixed},
 }
 if as_json:
     print(json.dumps(result, indent=2))
@@ -170,3 +171,8 @@ else:
         print(f"  {r['limit_mib']:>6s} {r['start_seconds']:8.2f} | {c1.get('p50_ms', float('nan')):12.1f} {c1.get('p99_ms', float('nan')):7.1f} "
               f"{c1.get('qps', 0):5.0f} | {c8.get('p50_ms', float('nan')):13.1f} {c8.get('p99_ms', float('nan')):7.1f} {c8.get('qps', 0):5.0f} | "
               f"{errors:6d} {r.get('major_faults', 0):10d} {r['peak_mib']:8.0f} {r.get('anon_mib', 0):8.0f} {r.get('oom_kills', 0):3d}")
+print()
+print("query embedder (one session, 200 queries one at a time): anonymous memory, as glibc leaves it / thresholds fixed as hubdex runs")
+for name, e in (("glibc defaults", embedder_glibc), ("MALLOC_TRIM_THRESHOLD_=131072", embedder_fixed)):
+    print(f"  {name:>30s}: {e['embedder_anon_mib']:6.1f} MiB, p50 {e['latency']['p50_ms']:.2f} ms, p99 {e['latency']['p99_ms']:.2f} ms, "
+          f"vectors equal to the indexer's {e['vectors_equal_to_indexer']}/{e['queries']}")
