@@ -11,7 +11,8 @@ use crate::error::FormatError;
 /// analyzers to `text/`; diff and code rows use columns version 1 already had. Version 3 made
 /// `text/` the serving index (filter and sort columns, stored rows), added the `files/` store
 /// and merged segments. Version 4 writes vectors.usearch with i8 vectors instead of f16 (half
-/// the bytes a server maps; segment.json's `vector_scalar` says which).
+/// the bytes a server maps; segment.json's `vector_scalar` says which). Version 5 writes build
+/// segments of rows only, each served through a merged segment (a group of one where alone).
 pub const FORMAT_VERSION: u32 = 5;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
