@@ -20,9 +20,9 @@ pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 const TRIM_BYTES: &str = "131072";
 
 /// Restarts this process with fixed malloc thresholds unless the environment already sets
-/// them. Call it first thing in `main`, before any thread starts. Returns only where the
-/// process is not restarted: already set, not glibc, or the restart failed (then it says so at
-/// debug level and the process carries on).
+/// them. Call it early in `main`: after logging is set up (a failed restart is logged at debug
+/// level) and before any thread starts. Returns only where the process is not restarted:
+/// already set, not glibc, or the restart failed (then the process carries on).
 pub fn restart_with_fixed_malloc_thresholds() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

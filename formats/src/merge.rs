@@ -138,8 +138,11 @@ pub fn write_merged_segment(
             });
         }
         rows.extend(read_rows(&m.join(ROWS_PARQUET), true)?);
-        let has_graph = meta.files.iter().any(|f| f.path == VECTORS_USEARCH);
-        if k == 0 && has_graph && meta.vector_scalar == VECTOR_SCALAR && !rows.is_empty() {
+        if k == 0
+            && meta.has_serving_files()
+            && meta.vector_scalar == VECTOR_SCALAR
+            && !rows.is_empty()
+        {
             // Its vectors.usearch holds exactly its rows.parquet's rows (checked on load too).
             vector_base = first_graph.as_deref().map(|path| VectorBase { path, rows: rows.len() });
         }

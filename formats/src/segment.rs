@@ -320,7 +320,7 @@ impl Segment {
     /// [`upgrade_segment`].
     pub fn open(dir: &Path) -> Result<Segment, FormatError> {
         let meta = read_segment_meta(dir)?;
-        if !meta.files.iter().any(|f| f.path == VECTORS_USEARCH) {
+        if !meta.has_serving_files() {
             return Err(FormatError::Schema {
                 what: dir.display().to_string(),
                 detail: format!(

@@ -846,9 +846,8 @@ fn drop_cached_pages(file: &std::fs::File) {
 }
 
 impl Store {
-    /// The merged segments that serve `segments` (see [`crate::plan_merges`]): each one already
-    /// in the store is reused; the others are written from their members (fetched and verified
-    /// through `cache`) in `work` and uploaded, files first, segment.json last.
+    /// The merged segments that serve `segments` (see [`crate::plan_merges`]), each from
+    /// [`Self::merged_segment`].
     pub async fn merge_for_serving(
         &self,
         segments: &[ManifestSegment],
@@ -858,29 +857,39 @@ impl Store {
     ) -> Result<Vec<ManifestSegment>, StoreError> {
         let mut out = Vec::new();
         for group in crate::merge::plan_merges(segments) {
-            let id = crate::merge::merged_id(&group);
-            if self.has_segment(&id).await? {
-                out.push(self.stored_segment_entry(&id).await?.1);
-                continue;
-            }
-            let mut dirs = Vec::new();
-            for m in &group {
-                dirs.push(self.fetch_segment(m, cache).await?);
-            }
-            let dir = work.join(&id);
-            let _ = std::fs::remove_dir_all(&dir);
-            let (d, i, m) = (dir.clone(), id.clone(), model.clone());
-            tokio::task::spawn_blocking(move || {
-                crate::merge::write_merged_segment(&d, &i, &dirs, &m)
-            })
-            .await
-            .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
-            let entry = self.upload_segment(&dir, |_| {}).await?;
-            let _ = std::fs::remove_dir_all(&dir);
-            tracing::info!(merged = %id, members = group.len(), rows = entry.rows, "merged segment written");
-            out.push(entry);
+            out.push(self.merged_segment(&group, model, cache, work).await?);
         }
         Ok(out)
+    }
+
+    /// The merged segment of the build segments `group` (in plan order): reused when the store
+    /// holds it; otherwise written from its members (fetched and verified through `cache`) in
+    /// `work` and uploaded, files first, segment.json last.
+    pub async fn merged_segment(
+        &self,
+        group: &[ManifestSegment],
+        model: &ModelIdentity,
+        cache: &Path,
+        work: &Path,
+    ) -> Result<ManifestSegment, StoreError> {
+        let id = crate::merge::merged_id(group);
+        if self.has_segment(&id).await? {
+            return Ok(self.stored_segment_entry(&id).await?.1);
+        }
+        let mut dirs = Vec::new();
+        for m in group {
+            dirs.push(self.fetch_segment(m, cache).await?);
+        }
+        let dir = work.join(&id);
+        let _ = std::fs::remove_dir_all(&dir);
+        let (d, i, m) = (dir.clone(), id.clone(), model.clone());
+        tokio::task::spawn_blocking(move || crate::merge::write_merged_segment(&d, &i, &dirs, &m))
+            .await
+            .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
+        let entry = self.upload_segment(&dir, |_| {}).await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        tracing::info!(merged = %id, members = group.len(), rows = entry.rows, "merged segment written");
+        Ok(entry)
     }
 }
 

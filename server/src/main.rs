@@ -514,8 +514,6 @@ fn main() -> ExitCode {
     if hubdex_formats::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit) {
         return ExitCode::SUCCESS;
     }
-    // Before any thread: freed memory goes back to the system (docs/performance.md).
-    hubdex_formats::restart_with_fixed_malloc_thresholds();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
@@ -527,6 +525,9 @@ fn main() -> ExitCode {
     } else {
         subscriber.init();
     }
+    // After logging (so a failed restart is logged), before any thread: freed memory goes
+    // back to the system (docs/performance.md).
+    hubdex_formats::restart_with_fixed_malloc_thresholds();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

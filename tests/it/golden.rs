@@ -38,23 +38,17 @@ fn the_golden_v2_snapshot_verifies_opens_and_answers() {
 
 #[test]
 fn the_golden_v3_snapshot_verifies_opens_and_answers_through_its_merged_segment() {
-    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V3}/LATEST")).unwrap();
-    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
-    check_golden(GOLDEN_V3, latest["snapshot"].as_str().unwrap(), 3, 9);
+    check_golden(GOLDEN_V3, &latest_snapshot(GOLDEN_V3), 3, 9);
 }
 
 #[test]
 fn the_golden_v4_snapshot_verifies_opens_and_answers_with_its_i8_and_title_vectors() {
-    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V4}/LATEST")).unwrap();
-    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
-    check_golden(GOLDEN_V4, latest["snapshot"].as_str().unwrap(), 4, 9);
+    check_golden(GOLDEN_V4, &latest_snapshot(GOLDEN_V4), 4, 9);
 }
 
 #[test]
 fn the_golden_v5_snapshot_verifies_opens_and_answers_with_build_segments_of_rows_only() {
-    let snapshot = std::fs::read_to_string(format!("{GOLDEN_V5}/LATEST")).unwrap();
-    let latest: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
-    check_golden(GOLDEN_V5, latest["snapshot"].as_str().unwrap(), 5, 9);
+    check_golden(GOLDEN_V5, &latest_snapshot(GOLDEN_V5), 5, 9);
 }
 
 /// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
@@ -96,6 +90,13 @@ fn a_format_4_store_rebuilds_as_format_5_reusing_every_vector() {
         assert_eq!(answer["snapshot"], json!(m.snapshot));
         assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
     });
+}
+
+/// The snapshot a committed fixture's LATEST names.
+fn latest_snapshot(fixture: &str) -> String {
+    let latest = std::fs::read_to_string(format!("{fixture}/LATEST")).unwrap();
+    let latest: serde_json::Value = serde_json::from_str(&latest).unwrap();
+    latest["snapshot"].as_str().unwrap().to_string()
 }
 
 fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Scope,
-    Segment, Store, merged_id, read_rows, write_merged_segment, write_segment,
+    Segment, Store, read_rows, write_merged_segment, write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -144,16 +144,10 @@ async fn publish(
         entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
         // Each served by a merged segment of its own (a group of one), so a change to one
         // repository rewrites only its unit whatever the merge plan would group.
-        let id = merged_id(std::slice::from_ref(entries.last().unwrap()));
-        if store.has_segment(&id).await.unwrap() {
-            merged.push(store.stored_segment_entry(&id).await.unwrap().1);
-            continue;
-        }
-        let cache = work.path().join("cache");
-        let member = store.fetch_segment(entries.last().unwrap(), &cache).await.unwrap();
-        let unit = work.path().join("units").join(repo.replace('/', "_"));
-        write_merged_segment(&unit, &id, &[member], &model.model).unwrap();
-        merged.push(store.upload_segment(&unit, |_| {}).await.unwrap());
+        let (cache, unit_work) = (work.path().join("cache"), work.path().join("units"));
+        let group = std::slice::from_ref(entries.last().unwrap());
+        let unit = store.merged_segment(group, &model.model, &cache, &unit_work);
+        merged.push(unit.await.unwrap());
     }
     let n = store.snapshots().await.unwrap().len();
     let id = format!("20300101T0000{n:02}Z-serving{n}");
