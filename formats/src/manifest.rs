@@ -13,13 +13,15 @@ use crate::error::FormatError;
 /// and merged segments. Version 4 writes vectors.usearch with i8 vectors instead of f16 (half
 /// the bytes a server maps; segment.json's `vector_scalar` says which). Version 5 writes build
 /// segments of rows only, each served through a merged segment (a group of one where alone).
-pub const FORMAT_VERSION: u32 = 5;
+/// Version 6 indexes the BM25 fields of `text/` without positions (nothing read them).
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
 /// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
 /// layout and differ only in the vectors' scalar; version 5 writes build segments without
-/// serving files, every one served through a merged segment.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5];
+/// serving files, every one served through a merged segment; version 6 differs from 5 only in
+/// the positions `text/` no longer keeps.
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.

@@ -1,7 +1,8 @@
 //! The serving index of a segment (`text/`, format 3): one tantivy index that answers
 //! everything a request needs of a segment's rows without decoding them all.
 //!
-//! - BM25 fields `title`, `body`, `path`, `symbol` (the analyzers of [`crate::text`]);
+//! - BM25 fields `title`, `body`, `path`, `symbol` (the analyzers of [`crate::text`]), with
+//!   term frequencies; up to format 5 with positions as well, which nothing reads;
 //! - filter fields, indexed as raw terms: `id`, `type`, `repo`, `entity`, `state`, `labels`,
 //!   `milestone`, `assignees`, `author` (lowercased; a commit author also by name and email),
 //!   `paths` (the row's path and every file it changed), and `updated_at` / `created_at`
@@ -116,7 +117,7 @@ fn schema(an: &Analyzers) -> (Schema, Fields) {
         TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
                 .set_tokenizer(tokenizer)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+                .set_index_option(IndexRecordOption::WithFreqs),
         )
     };
     let date = DateOptions::default()
@@ -417,6 +418,49 @@ impl TermPruning {
     }
 }
 
+/// How the BM25 side of a search is scored. Every way returns BM25 scores over the four fields
+/// (the weighted sum); the measured ones score fewer documents or fewer terms. Only
+/// [`TextScoring::Exact`] is served: the others lost quality where they paid
+/// (docs/performance.md, "BM25's tail").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TextScoring {
+    /// Every query word in every field, one block-max WAND over all of them.
+    Exact,
+    /// The exact query less the terms the rule leaves out.
+    Pruned(TermPruning),
+    /// The best `per_hit × limit` documents by the query's `keep` rarest (field, word) terms
+    /// that some document holds, then scored exactly over every term.
+    RarestFirst {
+        /// Terms the first stage keeps.
+        keep: usize,
+        /// Candidates per requested hit.
+        per_hit: usize,
+    },
+}
+
+impl std::str::FromStr for TextScoring {
+    type Err = String;
+
+    /// `exact`, `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let bad = |what: &str| format!("text scoring {s:?}: {what}");
+        let num = |v: &str| v.parse::<usize>().map_err(|e| bad(&e.to_string()));
+        match parts.as_slice() {
+            ["exact"] => Ok(TextScoring::Exact),
+            ["prune", keep, fraction, min_df] => Ok(TextScoring::Pruned(TermPruning {
+                keep_rarest: num(keep)?,
+                max_df_fraction: fraction.parse().map_err(|e| bad(&format!("{e}")))?,
+                min_df: num(min_df)? as u64,
+            })),
+            ["rarest", keep, per_hit] if num(keep)? > 0 && num(per_hit)? > 0 => {
+                Ok(TextScoring::RarestFirst { keep: num(keep)?, per_hit: num(per_hit)? })
+            }
+            _ => Err(bad("want exact, prune:KEEP:FRACTION:MIN_DF or rarest:KEEP:PER_HIT (> 0)")),
+        }
+    }
+}
+
 /// A read-only, memory-mapped serving index.
 pub struct ServingIndex {
     _reader: IndexReader,
@@ -508,10 +552,9 @@ impl ServingIndex {
         self.searcher.num_docs()
     }
 
-    /// The BM25 query of a text: every word it analyses to, in every field, with the field's
-    /// weight, less the terms `pruning` leaves out; a document scores by the words it has (no
-    /// operators, so nothing is a syntax error).
-    fn text_query(&self, text: &str, pruning: Option<&TermPruning>) -> BooleanQuery {
+    /// The terms of the BM25 query of a text: every word it analyses to, in every field, with
+    /// the field's weight, less the terms `pruning` leaves out.
+    fn text_terms(&self, text: &str, pruning: Option<&TermPruning>) -> Vec<(Term, f32)> {
         let mut terms: Vec<(Term, f32)> = Vec::new();
         for (field, boost, analyzer) in &self.bm25 {
             let mut analyzer = analyzer.clone();
@@ -524,9 +567,17 @@ impl ServingIndex {
             }
         }
         if let Some(p) = pruning {
-            terms = p
-                .apply(terms, self.searcher.num_docs(), |t| self.searcher.doc_freq(t).unwrap_or(0));
+            terms = p.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
         }
+        terms
+    }
+
+    fn doc_freq(&self, term: &Term) -> u64 {
+        self.searcher.doc_freq(term).unwrap_or(0)
+    }
+
+    /// A document scores by the words it has (no operators, so nothing is a syntax error).
+    fn any_of(terms: Vec<(Term, f32)>) -> BooleanQuery {
         let clauses = terms
             .into_iter()
             .map(|(term, boost)| {
@@ -545,19 +596,49 @@ impl ServingIndex {
         limit: usize,
         filter: Option<&CompiledFilter>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        self.search_with(query, limit, filter, None)
+        self.search_with(query, limit, filter, TextScoring::Exact)
     }
 
-    /// [`Self::search`], leaving out the terms `pruning` says (`hubdex-bench prune` measures
-    /// what that saves and changes).
+    /// [`Self::search`] scored as `scoring` says (`hubdex-bench sparse` and `hubdex eval
+    /// --text-scoring` compare them).
     pub fn search_with(
         &self,
         query: &str,
         limit: usize,
         filter: Option<&CompiledFilter>,
-        pruning: Option<&TermPruning>,
+        scoring: TextScoring,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        let text = self.text_query(query, pruning);
+        let limit = limit.max(1);
+        match scoring {
+            TextScoring::Exact => {
+                self.top_docs(Self::any_of(self.text_terms(query, None)), limit, filter)
+            }
+            TextScoring::Pruned(p) => {
+                self.top_docs(Self::any_of(self.text_terms(query, Some(&p))), limit, filter)
+            }
+            TextScoring::RarestFirst { keep, per_hit } => {
+                // Terms no doc holds cost nothing and would take a place among the rarest.
+                let mut terms = self.text_terms(query, None);
+                terms.retain(|(t, _)| self.doc_freq(t) > 0);
+                let rule = TermPruning { keep_rarest: keep, max_df_fraction: 0.0, min_df: 0 };
+                let first = rule.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
+                let candidates =
+                    self.top_docs(Self::any_of(first), limit * per_hit.max(1), filter)?;
+                let docs: Vec<u32> = candidates.into_iter().map(|(d, _)| d).collect();
+                let mut scored = self.score_exactly(query, &docs)?;
+                scored.truncate(limit);
+                Ok(scored)
+            }
+        }
+    }
+
+    /// The best `limit` docs of `text` that `filter` accepts, by `text`'s score.
+    fn top_docs(
+        &self,
+        text: BooleanQuery,
+        limit: usize,
+        filter: Option<&CompiledFilter>,
+    ) -> Result<Vec<(u32, f32)>, FormatError> {
         let top = TopDocs::with_limit(limit.max(1)).order_by_score();
         let docs = match filter {
             None => self.searcher.search(&text, &top),
@@ -571,6 +652,36 @@ impl ServingIndex {
         }
         .map_err(self.tv())?;
         Ok(docs.into_iter().map(|(score, addr)| (addr.doc_id, score)).collect())
+    }
+
+    /// `docs` with their exact BM25 score (what [`TextScoring::Exact`] gives them), best first,
+    /// ties by doc. Each term's postings are read only where a doc is: a seek per doc, in doc
+    /// order.
+    fn score_exactly(&self, query: &str, docs: &[u32]) -> Result<Vec<(u32, f32)>, FormatError> {
+        let mut scored: Vec<(u32, f32)> = docs.iter().map(|&d| (d, 0.0)).collect();
+        scored.sort_unstable_by_key(|&(d, _)| d);
+        scored.dedup_by_key(|(d, _)| *d);
+        let Some(seg) = self.segment() else { return Ok(Vec::new()) };
+        if scored.is_empty() {
+            return Ok(scored);
+        }
+        let scoring = EnableScoring::enabled_from_searcher(&self.searcher);
+        for (term, boost) in self.text_terms(query, None) {
+            let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
+            let mut scorer =
+                query.weight(scoring).and_then(|w| w.scorer(seg, boost)).map_err(self.tv())?;
+            for (doc, score) in scored.iter_mut() {
+                let at = if scorer.doc() < *doc { scorer.seek(*doc) } else { scorer.doc() };
+                if at == TERMINATED {
+                    break;
+                }
+                if at == *doc {
+                    *score += scorer.score();
+                }
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(scored)
     }
 
     /// The raw terms of `field` that `keep` accepts, streamed from `start` until `keep_going`
@@ -867,7 +978,101 @@ fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
 
 #[cfg(test)]
 mod tests {
-    use super::TermPruning;
+    use super::{Analyzers, ServingIndex, TermPruning, TextScoring};
+    use crate::row::{Row, RowType};
+
+    /// 300 rows of a small vocabulary, each word in a different field in different rows.
+    fn index_of_varied_rows() -> (tempfile::TempDir, ServingIndex) {
+        let vocab = [
+            "parse", "request", "header", "buffer", "stream", "token", "error", "retry", "socket",
+            "cache", "entry", "insert", "ordered", "map", "key", "value", "iterator", "chunk",
+        ];
+        let mut next = 7u64;
+        let mut pick = |n: usize| -> Vec<&str> {
+            (0..n)
+                .map(|_| {
+                    next = next.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    vocab[(next >> 33) as usize % vocab.len()]
+                })
+                .collect()
+        };
+        let rows: Vec<Row> = (0..300)
+            .map(|i| {
+                let mut row = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0);
+                row.title = Some(pick(3).join(" "));
+                row.body = pick(12 + i % 30).join(" ");
+                row.path = Some(format!("src/{}_{}.rs", pick(1)[0], pick(1)[0]));
+                row.symbol = Some(pick(2).join("_"));
+                row
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        super::write_serving_index(dir.path(), rows.iter(), &Analyzers::current()).unwrap();
+        let index = ServingIndex::open(dir.path()).unwrap();
+        (dir, index)
+    }
+
+    /// Rarest terms first scores what it returns exactly as exact BM25 does; with every term
+    /// kept and every match a candidate it returns exact BM25's list itself.
+    #[test]
+    fn rarest_first_scores_exactly_and_keeping_everything_gives_the_exact_list() {
+        let (_dir, index) = index_of_varied_rows();
+        let queries =
+            ["parse request header", "insert the entry into the ordered map", "retry socket"];
+        let mut differed = false;
+        for q in queries {
+            let exact = index.search_with(q, 300, None, TextScoring::Exact).unwrap();
+            assert!(exact.len() > 40, "{q}: {} matches", exact.len());
+            let exact_score: std::collections::HashMap<u32, f32> = exact.iter().copied().collect();
+            let cut = TextScoring::RarestFirst { keep: 2, per_hit: 1 };
+            let hits = index.search_with(q, 10, None, cut).unwrap();
+            assert_eq!(hits.len(), 10);
+            for (doc, score) in &hits {
+                let want = exact_score[doc];
+                assert!((score - want).abs() <= 1e-4 * want.abs().max(1.0), "{q}: doc {doc}");
+            }
+            assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1), "{q}: best first");
+            differed |= hits.iter().map(|h| h.0).ne(exact.iter().take(10).map(|h| h.0));
+            let all = TextScoring::RarestFirst { keep: 100, per_hit: 100 };
+            let docs = |hits: &[(u32, f32)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
+            let hits = index.search_with(q, 10, None, all).unwrap();
+            assert_eq!(docs(&hits), docs(&exact[..10]), "{q}");
+        }
+        // Two terms of many do not find the exact top 10 every time: the assertions on scores
+        // above are what the second stage is for.
+        assert!(differed, "two rarest terms alone should miss somewhere");
+    }
+
+    /// Scorings parse from what `hubdex eval --text-scoring` and `hubdex-bench sparse` take,
+    /// and a bad one says what was wrong.
+    #[test]
+    fn text_scorings_parse_and_bad_ones_say_what_is_wrong() {
+        assert_eq!("exact".parse::<TextScoring>(), Ok(TextScoring::Exact));
+        assert_eq!("rarest:24:2".parse(), Ok(TextScoring::RarestFirst { keep: 24, per_hit: 2 }));
+        assert!(matches!("prune:8:0.1:2000".parse(), Ok(TextScoring::Pruned(_))));
+        for bad in ["rarest:0:2", "rarest:8", "bm25", "prune:8:x:1"] {
+            let err = bad.parse::<TextScoring>().unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    /// Format 6 indexes the BM25 fields without positions (nothing reads them); their scores
+    /// are what frequencies and lengths give, as before.
+    #[test]
+    fn the_bm25_fields_are_indexed_without_positions() {
+        let (dir, _index) = index_of_varied_rows();
+        let index = tantivy::Index::open_in_dir(dir.path()).unwrap();
+        let schema = index.schema();
+        for name in ["title", "body", "path", "symbol"] {
+            let entry = schema.get_field_entry(schema.get_field(name).unwrap());
+            let tantivy::schema::FieldType::Str(options) = entry.field_type() else {
+                panic!("{name} is a text field")
+            };
+            let indexing = options.get_indexing_options().unwrap();
+            assert_eq!(indexing.index_option(), tantivy::schema::IndexRecordOption::WithFreqs);
+        }
+    }
+
 
     /// A long query keeps its rarest terms and every term that is rare in either sense; a
     /// short one keeps everything.

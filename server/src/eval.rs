@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hubdex_formats::{Embedder, Row, RowType};
+use hubdex_formats::{Embedder, Row, RowType, TextScoring};
 use serde::{Deserialize, Serialize};
 
 use crate::filter::Filters;
@@ -71,6 +71,8 @@ pub struct Mode {
     pub blend: Blend,
     /// Rerank with the cross-encoder.
     pub rerank: bool,
+    /// How BM25 scores; `None` is exact (what is served).
+    pub text_scoring: Option<TextScoring>,
 }
 
 impl Mode {
@@ -81,6 +83,7 @@ impl Mode {
             fusion,
             blend: Blend::DEFAULT,
             rerank,
+            text_scoring: None,
         };
         let mut modes = vec![
             m("sparse_only", Fusion::SparseOnly, false),
@@ -165,6 +168,7 @@ pub fn run_eval(
                 rerank: mode.rerank,
                 snapshot: None,
                 blend: mode.blend,
+                text_scoring: mode.text_scoring,
             };
             let started = Instant::now();
             let answer = search(snap, embedder, reranker, &req)

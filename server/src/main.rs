@@ -113,6 +113,10 @@ enum Command {
         /// Also try these blends of the two rankings (rrf:K, wrrf:W, minmax:W; repeatable).
         #[arg(long)]
         blend: Vec<String>,
+        /// Score BM25 this way in every mode instead of exactly: `prune:KEEP:FRACTION:MIN_DF` or
+        /// `rarest:KEEP:PER_HIT` (measured ways, not served; docs/performance.md).
+        #[arg(long)]
+        text_scoring: Option<hubdex_formats::TextScoring>,
     },
     /// Serve MCP over stdio or HTTP.
     Serve(Box<ServeArgs>),
@@ -376,7 +380,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{pulled}");
             Ok(())
         }
-        Command::Eval { file, k, json, blend } => {
+        Command::Eval { file, k, json, blend, text_scoring } => {
             let queries = load_eval(file)?;
             let mut modes = Mode::standard(cli.rerank_model.is_some());
             for b in blend {
@@ -386,7 +390,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     fusion: hubdex_server::Fusion::Rrf,
                     blend: parsed,
                     rerank: false,
+                    text_scoring: None,
                 });
+            }
+            for m in &mut modes {
+                m.text_scoring = *text_scoring;
             }
             let state = load_state(&cli, store, false).await?;
             let k = *k as usize;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Row, RowType, row_id};
+use hubdex_formats::{Embedder, Row, RowType, TextScoring, row_id};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -159,6 +159,9 @@ pub struct SearchRequest {
     pub snapshot: Option<String>,
     /// How `fusion: rrf` blends; not a tool argument (see [`Blend::DEFAULT`]).
     pub blend: Blend,
+    /// How BM25 scores; `None` is exact (what is served). Not a tool argument (`hubdex eval
+    /// --text-scoring` compares them).
+    pub text_scoring: Option<TextScoring>,
 }
 
 impl SearchRequest {
@@ -176,6 +179,7 @@ impl SearchRequest {
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
             blend: Blend::DEFAULT,
+            text_scoring: None,
         })
     }
 }
@@ -401,8 +405,11 @@ fn retrieve(
         let mut sparse = Vec::new();
         let mut dense = Vec::new();
         if req.fusion != Fusion::DenseOnly {
-            for (doc, score) in
-                seg.text.search(&req.query, pool, filter.as_ref()).map_err(index_error)?
+            let scoring = req.text_scoring.unwrap_or(TextScoring::Exact);
+            for (doc, score) in seg
+                .text
+                .search_with(&req.query, pool, filter.as_ref(), scoring)
+                .map_err(index_error)?
             {
                 sparse.push((si, doc, score));
             }

@@ -15,12 +15,13 @@ const GOLDEN_V2_SNAPSHOT: &str = "20261129T212733Z-142190f8";
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
 const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v4");
 const GOLDEN_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v5");
+const GOLDEN_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v6");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5, 6]);
     assert_eq!(
-        FORMAT_VERSION, 5,
+        FORMAT_VERSION, 6,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -51,11 +52,45 @@ fn the_golden_v5_snapshot_verifies_opens_and_answers_with_build_segments_of_rows
     check_golden(GOLDEN_V5, &latest_snapshot(GOLDEN_V5), 5, 9);
 }
 
-/// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
-/// repositories (made again, the same commits) rebuilt into a copy of it publish a format-5
-/// snapshot without embedding anything, and it answers as the v4 one did.
 #[test]
-fn a_format_4_store_rebuilds_as_format_5_reusing_every_vector() {
+fn the_golden_v6_snapshot_verifies_opens_and_answers_without_positions() {
+    check_golden(GOLDEN_V6, &latest_snapshot(GOLDEN_V6), 6, 9);
+}
+
+/// Format 6 dropped the BM25 fields' positions, which nothing read: the golden v5 and v6
+/// fixtures (the same repositories) rank and score every sparse answer alike.
+#[test]
+fn formats_5_and_6_score_bm25_alike() {
+    let answers = |fixture: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("golden");
+        copy_dir(std::path::Path::new(fixture), &copy);
+        runtime().block_on(async {
+            let st = state(&copy).await;
+            let mut out = Vec::new();
+            for q in ["tulips", "prune the roses before winter", "golden snapshot readme"] {
+                let args = json!({"query": q, "fusion": "sparse_only", "top_k": 10})
+                    .as_object()
+                    .unwrap()
+                    .clone();
+                let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
+                let results = answer["results"].as_array().unwrap().clone();
+                assert!(!results.is_empty(), "{q}");
+                out.push(
+                    results.iter().map(|r| (r["id"].clone(), r["score"].clone())).collect::<Vec<_>>(),
+                );
+            }
+            out
+        })
+    };
+    assert_eq!(answers(GOLDEN_V5), answers(GOLDEN_V6));
+}
+
+/// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
+/// repositories (made again, the same commits) rebuilt into a copy of it publish a snapshot of
+/// the current format without embedding anything, and it answers as the v4 one did.
+#[test]
+fn a_format_4_store_rebuilds_as_the_current_format_reusing_every_vector() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("store");
     copy_dir(std::path::Path::new(GOLDEN_V4), &copy);
@@ -77,7 +112,10 @@ fn a_format_4_store_rebuilds_as_format_5_reusing_every_vector() {
         assert!(report.published);
         assert_eq!((report.embedded, report.reused), (0, report.rows), "{report:?}");
         let m = store.latest_manifest().await.unwrap();
-        assert_eq!((m.format_version, m.parent.as_deref()), (5, Some(before.snapshot.as_str())));
+        assert_eq!(
+            (m.format_version, m.parent.as_deref()),
+            (FORMAT_VERSION, Some(before.snapshot.as_str()))
+        );
         assert_eq!(m.build.rows, before.segments.iter().map(|s| s.rows).sum::<u64>());
         assert!(m.segments.iter().all(|s| !s.has_serving_files()), "{:?}", m.segments);
         assert_eq!(m.serving_units().len(), 1);

@@ -9,6 +9,8 @@
 //!   query embedding, per mode, and QPS with 8 threads.
 //! - `load`: QPS and latency of 8 concurrent HTTP clients against `hubdex serve`.
 //! - `embed`: hubdex's embedder on texts from the base rows (saved for the ORT baseline).
+//! - `sparse`: BM25 scored other ways than exactly (pruned, rarest terms first) against exact:
+//!   latency and how much of the top 10 and 50 is the same.
 //! - `embedder-memory`: the anonymous memory a query embedder built one way costs, its query
 //!   latency, and whether its vectors are the indexer's bytes (one way per process).
 //!
@@ -25,7 +27,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
     BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, SessionOptions,
-    Store, TermPruning, read_rows, row_id, write_segment,
+    Store, TextScoring, read_rows, row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use serde_json::{Value, json};
@@ -77,18 +79,23 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         seconds: u64,
     },
-    /// BM25 term pruning (issue 31): per rule KEEP:FRACTION:MIN_DF, the sparse search of every
-    /// query over every serving unit, timed, and its top 10 against every term's (exact).
-    Prune {
+    /// BM25 scorings compared (issue 31): per plan, the sparse search of every query over every
+    /// serving unit (pool 50, as `search` asks), timed, and its top 10 and 50 against exact
+    /// BM25's (the same rows; the same score at each rank). A plan is what `hubdex eval
+    /// --text-scoring` takes: `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
+    Sparse {
         #[arg(long)]
         store: PathBuf,
         #[arg(long, required = true)]
         queries: Vec<PathBuf>,
         #[arg(long, default_value_t = 300)]
         n: usize,
-        /// Rules to compare with exact BM25 (what is served).
+        /// Plans to compare with exact BM25.
         #[arg(long)]
-        rule: Vec<String>,
+        plan: Vec<String>,
+        /// Rounds over the queries; the plans take turns within each.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
     Embed {
         #[arg(long)]
@@ -358,6 +365,7 @@ fn request(query: &str, fusion: Fusion) -> SearchRequest {
         rerank: false,
         snapshot: None,
         blend: hubdex_server::Blend::DEFAULT,
+        text_scoring: None,
     }
 }
 
@@ -683,73 +691,87 @@ fn load(port: u16, queries: &[PathBuf], clients: usize, seconds: u64) -> anyhow:
     }))
 }
 
-/// `prune`: for exact BM25 and each pruning rule, the sparse search of every query over every
-/// unit in turn (p50/p99), and how much of exact BM25's top 10 each rule returns (overlap@10,
-/// the mean share; `same_top1`, the share of queries with the same first hit). Each query runs
-/// every rule back to back, so all see the same cache state.
-async fn prune_bench(
+/// `sparse`: for exact BM25 and each plan, the sparse search of every query over every unit,
+/// timed, and its top 10 and top 50 against exact BM25's.
+async fn sparse_bench(
     store_dir: &Path,
     queries: &[PathBuf],
     n: usize,
-    rules: &[String],
+    plan_names: &[String],
+    rounds: usize,
 ) -> anyhow::Result<Value> {
     let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
     let cache = tempfile::tempdir()?;
     let snap = open_snapshot(&store, cache.path(), None).await?;
     let queries = load_queries(queries, n)?;
-    let mut plans: Vec<(String, Option<TermPruning>)> = vec![("exact".into(), None)];
-    for r in rules {
-        let parts: Vec<&str> = r.split(':').collect();
-        anyhow::ensure!(parts.len() == 3, "--rule {r}: want KEEP:FRACTION:MIN_DF");
-        let p = TermPruning {
-            keep_rarest: parts[0].parse()?,
-            max_df_fraction: parts[1].parse()?,
-            min_df: parts[2].parse()?,
-        };
-        plans.push((r.clone(), Some(p)));
+    let mut plans: Vec<(String, TextScoring)> = vec![("exact".into(), TextScoring::Exact)];
+    for name in plan_names {
+        plans.push((name.clone(), name.parse().map_err(anyhow::Error::msg)?));
     }
-    let top10 = |q: &str, p: Option<&TermPruning>| -> anyhow::Result<Vec<(usize, u32)>> {
+    const POOL: usize = 50;
+    let top = |q: &str, p: TextScoring| -> anyhow::Result<Vec<(f32, usize, u32)>> {
         let mut hits: Vec<(f32, usize, u32)> = Vec::new();
         for (si, seg) in snap.segments.iter().enumerate() {
-            for (doc, score) in seg.text.search_with(q, 50, None, p)? {
+            for (doc, score) in seg.text.search_with(q, POOL, None, p)? {
                 hits.push((score, si, doc));
             }
         }
-        hits.sort_by(|a, b| b.0.total_cmp(&a.0));
-        Ok(hits.into_iter().take(10).map(|(_, si, doc)| (si, doc)).collect())
+        hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        hits.truncate(POOL);
+        Ok(hits)
+    };
+    // Two measures against exact BM25's list: the same rows (doc identity), and the same
+    // scores rank by rank. The synthetic corpus holds near-copies whose scores tie, so the
+    // first depends on how ties are broken; the second does not (rank i holds a row as good
+    // as exact BM25's rank i).
+    let same_rows = |a: &[(f32, usize, u32)], b: &[(f32, usize, u32)], k: usize| -> f64 {
+        let b = &b[..b.len().min(k)];
+        let shared =
+            a.iter().take(k).filter(|h| b.iter().any(|e| (e.1, e.2) == (h.1, h.2))).count();
+        shared as f64 / b.len().max(1) as f64
+    };
+    let same_scores = |a: &[(f32, usize, u32)], b: &[(f32, usize, u32)], k: usize| -> f64 {
+        let b = &b[..b.len().min(k)];
+        let equal = a.iter().zip(b).filter(|(x, y)| (x.0 - y.0).abs() <= 1e-4 * y.0.abs()).count();
+        equal as f64 / b.len().max(1) as f64
     };
     let mut ms = vec![Vec::new(); plans.len()];
-    let mut overlap = vec![0.0f64; plans.len()];
-    let mut same_top1 = vec![0usize; plans.len()];
-    for q in &queries {
-        let mut exact = Vec::new();
-        for (i, (_, p)) in plans.iter().enumerate() {
-            let t = Instant::now();
-            let top = top10(q, p.as_ref())?;
-            ms[i].push(t.elapsed().as_secs_f64() * 1000.0);
-            if i == 0 {
-                exact = top.clone();
+    let n = plans.len();
+    let (mut rows10, mut rows50, mut scores10, mut scores50) =
+        (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n]);
+    for round in 0..rounds.max(1) {
+        for q in &queries {
+            let exact = top(q, TextScoring::Exact)?;
+            for (i, (_, p)) in plans.iter().enumerate() {
+                let t = Instant::now();
+                let got = top(q, *p)?;
+                ms[i].push(t.elapsed().as_secs_f64() * 1000.0);
+                if round == 0 {
+                    rows10[i] += same_rows(&got, &exact, 10);
+                    rows50[i] += same_rows(&got, &exact, POOL);
+                    scores10[i] += same_scores(&got, &exact, 10);
+                    scores50[i] += same_scores(&got, &exact, POOL);
+                }
             }
-            let shared = top.iter().filter(|h| exact.contains(h)).count();
-            overlap[i] += shared as f64 / exact.len().max(1) as f64;
-            same_top1[i] += usize::from(top.first() == exact.first());
         }
     }
+    let nq = queries.len().max(1) as f64;
     let rows: Vec<Value> = plans
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
             json!({
-                "rule": name,
+                "plan": name,
                 "latency": percentiles(ms[i].clone()),
-                "overlap_at_10": overlap[i] / queries.len() as f64,
-                "same_top1": same_top1[i] as f64 / queries.len() as f64,
+                "same_rows_at_10": rows10[i] / nq,
+                "same_rows_at_50": rows50[i] / nq,
+                "same_scores_at_10": scores10[i] / nq,
+                "same_scores_at_50": scores50[i] / nq,
             })
         })
         .collect();
-    Ok(
-        json!({"rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(), "units": snap.segments.len(), "rules": rows}),
-    )
+    Ok(json!({"rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(),
+              "units": snap.segments.len(), "plans": rows}))
 }
 
 async fn embed_bench(
@@ -845,8 +867,8 @@ fn main() -> anyhow::Result<()> {
         Command::Load { port, queries, clients, seconds } => {
             load(port, &queries, clients, seconds)?
         }
-        Command::Prune { store, queries, n, rule } => {
-            rt.block_on(prune_bench(&store, &queries, n, &rule))?
+        Command::Sparse { store, queries, n, plan, rounds } => {
+            rt.block_on(sparse_bench(&store, &queries, n, &plan, rounds))?
         }
         Command::Embed { base, model, n, texts_out, vectors_out } => {
             rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
