@@ -1073,7 +1073,6 @@ mod tests {
         }
     }
 
-
     /// A long query keeps its rarest terms and every term that is rare in either sense; a
     /// short one keeps everything.
     #[test]

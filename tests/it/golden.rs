@@ -77,7 +77,10 @@ fn formats_5_and_6_score_bm25_alike() {
                 let results = answer["results"].as_array().unwrap().clone();
                 assert!(!results.is_empty(), "{q}");
                 out.push(
-                    results.iter().map(|r| (r["id"].clone(), r["score"].clone())).collect::<Vec<_>>(),
+                    results
+                        .iter()
+                        .map(|r| (r["id"].clone(), r["score"].clone()))
+                        .collect::<Vec<_>>(),
                 );
             }
             out
