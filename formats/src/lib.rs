@@ -80,7 +80,9 @@ pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
     read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, write_segment,
 };
-pub use serving::{CompiledFilter, DocBits, ScanHit, ServingIndex, TermPruning, TextScoring};
+pub use serving::{
+    CompiledFilter, DocBits, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring,
+};
 pub use staging::{
     STAGING_DIR, StagedCrawl, StagedSegment, repo_slug, staged_crawl_prefix, staged_segment_key,
     staging_prefix,

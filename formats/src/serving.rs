@@ -18,7 +18,6 @@
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
-use tantivy::collector::TopDocs;
 use tantivy::columnar::{Column, StrColumn};
 use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{
@@ -461,6 +460,59 @@ impl std::str::FromStr for TextScoring {
     }
 }
 
+/// The score a BM25 hit needs to make a search's pool, shared by the indexes searched for it
+/// (from different threads): the best `limit`-th score any one of them has found so far, since
+/// the pool holds at least that index's `limit` docs at or above it. Starts at 0; BM25 scores
+/// are not negative.
+#[derive(Debug, Default)]
+pub struct ScoreFloor(std::sync::atomic::AtomicU32);
+
+impl ScoreFloor {
+    /// A floor no hit is under.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises the floor to `score` if it is higher. Non-negative floats order as their bits.
+    fn raise(&self, score: f32) {
+        if score > 0.0 {
+            self.0.fetch_max(score.to_bits(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// What a doc must beat (tantivy passes on only scores above the threshold): just under
+    /// the floor, so a doc equal to it is still kept, as the pool's cut by (score, unit, doc)
+    /// may keep it.
+    fn threshold(&self) -> f32 {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => f32::MIN,
+            bits => f32::from_bits(bits - 1),
+        }
+    }
+}
+
+/// One BM25 hit, ordered worse-first by score and then by the later doc (so a min-heap's top
+/// is the one to drop).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Hit {
+    score: f32,
+    doc: u32,
+}
+
+impl Eq for Hit {}
+
+impl PartialOrd for Hit {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Hit {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.score.total_cmp(&other.score).then(other.doc.cmp(&self.doc))
+    }
+}
+
 /// A read-only, memory-mapped serving index.
 pub struct ServingIndex {
     _reader: IndexReader,
@@ -596,25 +648,27 @@ impl ServingIndex {
         limit: usize,
         filter: Option<&CompiledFilter>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        self.search_with(query, limit, filter, TextScoring::Exact)
+        self.search_with(query, limit, filter, TextScoring::Exact, None)
     }
 
     /// [`Self::search`] scored as `scoring` says (`hubdex-bench sparse` and `hubdex eval
-    /// --text-scoring` compare them).
+    /// --text-scoring` compare them). Indexes searched for one pool share `floor`: a doc under
+    /// the `limit`-th best score another index has found cannot make the pool and is skipped.
     pub fn search_with(
         &self,
         query: &str,
         limit: usize,
         filter: Option<&CompiledFilter>,
         scoring: TextScoring,
+        floor: Option<&ScoreFloor>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let limit = limit.max(1);
         match scoring {
             TextScoring::Exact => {
-                self.top_docs(Self::any_of(self.text_terms(query, None)), limit, filter)
+                self.top_docs(Self::any_of(self.text_terms(query, None)), limit, filter, floor)
             }
             TextScoring::Pruned(p) => {
-                self.top_docs(Self::any_of(self.text_terms(query, Some(&p))), limit, filter)
+                self.top_docs(Self::any_of(self.text_terms(query, Some(&p))), limit, filter, floor)
             }
             TextScoring::RarestFirst { keep, per_hit } => {
                 // Terms no doc holds cost nothing and would take a place among the rarest.
@@ -622,8 +676,9 @@ impl ServingIndex {
                 terms.retain(|(t, _)| self.doc_freq(t) > 0);
                 let rule = TermPruning { keep_rarest: keep, max_df_fraction: 0.0, min_df: 0 };
                 let first = rule.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
-                let candidates =
-                    self.top_docs(Self::any_of(first), limit * per_hit.max(1), filter)?;
+                // The first stage's scores are not the final ones: no floor for it.
+                let first = Self::any_of(first);
+                let candidates = self.top_docs(first, limit * per_hit.max(1), filter, None)?;
                 let docs: Vec<u32> = candidates.into_iter().map(|(d, _)| d).collect();
                 let mut scored = self.score_exactly(query, &docs)?;
                 scored.truncate(limit);
@@ -632,26 +687,55 @@ impl ServingIndex {
         }
     }
 
-    /// The best `limit` docs of `text` that `filter` accepts, by `text`'s score.
+    /// The best `limit` docs of `text` that `filter` accepts, by `text`'s score, best first and
+    /// ties by doc. With a `floor`, docs scoring under it are skipped (block-max WAND skips
+    /// whole blocks under it) and the floor is raised to this index's `limit`-th score once it
+    /// has `limit` docs.
     fn top_docs(
         &self,
         text: BooleanQuery,
         limit: usize,
         filter: Option<&CompiledFilter>,
+        floor: Option<&ScoreFloor>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        let top = TopDocs::with_limit(limit.max(1)).order_by_score();
-        let docs = match filter {
-            None => self.searcher.search(&text, &top),
-            Some(f) => {
-                let q = BooleanQuery::new(vec![
-                    (Occur::Must, Box::new(text) as Box<dyn Query>),
-                    (Occur::Must, Box::new(ConstScoreQuery::new(f.query.box_clone(), 0.0))),
-                ]);
-                self.searcher.search(&q, &top)
-            }
-        }
-        .map_err(self.tv())?;
-        Ok(docs.into_iter().map(|(score, addr)| (addr.doc_id, score)).collect())
+        let limit = limit.max(1);
+        let Some(seg) = self.segment() else { return Ok(Vec::new()) };
+        let query: Box<dyn Query> = match filter {
+            None => Box::new(text),
+            Some(f) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, Box::new(text) as Box<dyn Query>),
+                (Occur::Must, Box::new(ConstScoreQuery::new(f.query.box_clone(), 0.0))),
+            ])),
+        };
+        let weight = query
+            .weight(EnableScoring::enabled_from_searcher(&self.searcher))
+            .map_err(self.tv())?;
+        // A min-heap of the best `limit` so far, the worst on top. As in tantivy's TopDocs, a
+        // doc is passed on only when it beats the threshold, so of equal scores the first stays.
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Hit>> =
+            std::collections::BinaryHeap::with_capacity(limit + 1);
+        let shared = || floor.map_or(f32::MIN, ScoreFloor::threshold);
+        weight
+            .for_each_pruning(shared(), seg, &mut |doc, score| {
+                heap.push(std::cmp::Reverse(Hit { score, doc }));
+                if heap.len() > limit {
+                    heap.pop();
+                }
+                let mut threshold = shared();
+                if heap.len() == limit
+                    && let Some(worst) = heap.peek()
+                {
+                    if let Some(f) = floor {
+                        f.raise(worst.0.score);
+                    }
+                    threshold = threshold.max(worst.0.score);
+                }
+                threshold
+            })
+            .map_err(self.tv())?;
+        let mut hits: Vec<(u32, f32)> = heap.into_iter().map(|h| (h.0.doc, h.0.score)).collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(hits)
     }
 
     /// `docs` with their exact BM25 score (what [`TextScoring::Exact`] gives them), best first,
@@ -978,16 +1062,17 @@ fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Analyzers, ServingIndex, TermPruning, TextScoring};
+    use super::{Analyzers, ScoreFloor, ServingIndex, TermPruning, TextScoring};
     use crate::row::{Row, RowType};
 
-    /// 300 rows of a small vocabulary, each word in a different field in different rows.
-    fn index_of_varied_rows() -> (tempfile::TempDir, ServingIndex) {
+    /// 300 rows of a small vocabulary, each word in a different field in different rows; the
+    /// same rows for the same seed.
+    fn index_of_varied_rows(seed: u64) -> (tempfile::TempDir, ServingIndex) {
         let vocab = [
             "parse", "request", "header", "buffer", "stream", "token", "error", "retry", "socket",
             "cache", "entry", "insert", "ordered", "map", "key", "value", "iterator", "chunk",
         ];
-        let mut next = 7u64;
+        let mut next = seed;
         let mut pick = |n: usize| -> Vec<&str> {
             (0..n)
                 .map(|_| {
@@ -1016,16 +1101,16 @@ mod tests {
     /// kept and every match a candidate it returns exact BM25's list itself.
     #[test]
     fn rarest_first_scores_exactly_and_keeping_everything_gives_the_exact_list() {
-        let (_dir, index) = index_of_varied_rows();
+        let (_dir, index) = index_of_varied_rows(7);
         let queries =
             ["parse request header", "insert the entry into the ordered map", "retry socket"];
         let mut differed = false;
         for q in queries {
-            let exact = index.search_with(q, 300, None, TextScoring::Exact).unwrap();
+            let exact = index.search_with(q, 300, None, TextScoring::Exact, None).unwrap();
             assert!(exact.len() > 40, "{q}: {} matches", exact.len());
             let exact_score: std::collections::HashMap<u32, f32> = exact.iter().copied().collect();
             let cut = TextScoring::RarestFirst { keep: 2, per_hit: 1 };
-            let hits = index.search_with(q, 10, None, cut).unwrap();
+            let hits = index.search_with(q, 10, None, cut, None).unwrap();
             assert_eq!(hits.len(), 10);
             for (doc, score) in &hits {
                 let want = exact_score[doc];
@@ -1035,12 +1120,54 @@ mod tests {
             differed |= hits.iter().map(|h| h.0).ne(exact.iter().take(10).map(|h| h.0));
             let all = TextScoring::RarestFirst { keep: 100, per_hit: 100 };
             let docs = |hits: &[(u32, f32)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
-            let hits = index.search_with(q, 10, None, all).unwrap();
+            let hits = index.search_with(q, 10, None, all, None).unwrap();
             assert_eq!(docs(&hits), docs(&exact[..10]), "{q}");
         }
         // Two terms of many do not find the exact top 10 every time: the assertions on scores
         // above are what the second stage is for.
         assert!(differed, "two rarest terms alone should miss somewhere");
+    }
+
+    /// Indexes searched for one pool with a shared floor give the pool they give without it,
+    /// ties across indexes included (two identical indexes: every score ties), and return
+    /// fewer hits doing so.
+    #[test]
+    fn a_shared_floor_skips_only_what_cannot_make_the_pool() {
+        let (_a, a) = index_of_varied_rows(7);
+        let (_b, b) = index_of_varied_rows(7);
+        let (_c, c) = index_of_varied_rows(11);
+        let (mut returned_with, mut returned_without) = (0, 0);
+        for q in ["parse request header", "insert the entry into the ordered map", "retry socket"] {
+            for limit in [1, 5, 10, 50] {
+                let pooled = |floor: Option<&ScoreFloor>, returned: &mut usize| {
+                    let mut all = Vec::new();
+                    for (unit, index) in [&a, &b, &c].into_iter().enumerate() {
+                        let hits = index.search_with(q, limit, None, TextScoring::Exact, floor);
+                        let hits = hits.unwrap();
+                        *returned += hits.len();
+                        all.extend(hits.into_iter().map(|(doc, score)| (score, unit, doc)));
+                    }
+                    all.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+                    all.truncate(limit);
+                    all
+                };
+                let floor = ScoreFloor::new();
+                let with = pooled(Some(&floor), &mut returned_with);
+                let without = pooled(None, &mut returned_without);
+                // The same rows; block-max WAND may sum a doc's terms in another order when
+                // its threshold differs, so a score may differ in the last bit.
+                let rows = |p: &[(f32, usize, u32)]| {
+                    let mut r: Vec<(usize, u32)> = p.iter().map(|h| (h.1, h.2)).collect();
+                    r.sort();
+                    r
+                };
+                assert_eq!(rows(&with), rows(&without), "{q}, limit {limit}");
+                for (w, o) in with.iter().zip(&without) {
+                    assert!((w.0 - o.0).abs() <= 1e-5 * o.0, "{q}, limit {limit}: {w:?} {o:?}");
+                }
+            }
+        }
+        assert!(returned_with < returned_without, "{returned_with} vs {returned_without}");
     }
 
     /// Scorings parse from what `hubdex eval --text-scoring` and `hubdex-bench sparse` take,
@@ -1060,7 +1187,7 @@ mod tests {
     /// are what frequencies and lengths give, as before.
     #[test]
     fn the_bm25_fields_are_indexed_without_positions() {
-        let (dir, _index) = index_of_varied_rows();
+        let (dir, _index) = index_of_varied_rows(7);
         let index = tantivy::Index::open_in_dir(dir.path()).unwrap();
         let schema = index.schema();
         for name in ["title", "body", "path", "symbol"] {

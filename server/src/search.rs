@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Row, RowType, TextScoring, row_id};
+use hubdex_formats::{Embedder, Row, RowType, ScoreFloor, TextScoring, row_id};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -388,6 +388,9 @@ fn retrieve(
         searched.types.push(RowType::Diff);
     }
     let pool = (req.top_k * 5).max(50);
+    // Units searched at once skip BM25 hits under the pool's cut another unit has already
+    // found: the same pool, less work (docs/performance.md, "A shared floor").
+    let floor = ScoreFloor::new();
     let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
         let seg = &snap.segments[si];
         if !may_match(&searched, seg) {
@@ -408,7 +411,7 @@ fn retrieve(
             let scoring = req.text_scoring.unwrap_or(TextScoring::Exact);
             for (doc, score) in seg
                 .text
-                .search_with(&req.query, pool, filter.as_ref(), scoring)
+                .search_with(&req.query, pool, filter.as_ref(), scoring, Some(&floor))
                 .map_err(index_error)?
             {
                 sparse.push((si, doc, score));

@@ -712,7 +712,7 @@ async fn sparse_bench(
     let top = |q: &str, p: TextScoring| -> anyhow::Result<Vec<(f32, usize, u32)>> {
         let mut hits: Vec<(f32, usize, u32)> = Vec::new();
         for (si, seg) in snap.segments.iter().enumerate() {
-            for (doc, score) in seg.text.search_with(q, POOL, None, p)? {
+            for (doc, score) in seg.text.search_with(q, POOL, None, p, None)? {
                 hits.push((score, si, doc));
             }
         }
