@@ -672,7 +672,8 @@ impl ServingIndex {
             }
             TextScoring::RarestFirst { keep, per_hit } => {
                 // Terms no doc holds cost nothing and would take a place among the rarest.
-                let mut terms = self.text_terms(query, None);
+                let all = self.text_terms(query, None);
+                let mut terms = all.clone();
                 terms.retain(|(t, _)| self.doc_freq(t) > 0);
                 let rule = TermPruning { keep_rarest: keep, max_df_fraction: 0.0, min_df: 0 };
                 let first = rule.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
@@ -680,15 +681,15 @@ impl ServingIndex {
                 let first = Self::any_of(first);
                 let candidates = self.top_docs(first, limit * per_hit.max(1), filter, None)?;
                 let docs: Vec<u32> = candidates.into_iter().map(|(d, _)| d).collect();
-                let mut scored = self.score_exactly(query, &docs)?;
+                let mut scored = self.score_exactly(all, &docs)?;
                 scored.truncate(limit);
                 Ok(scored)
             }
         }
     }
 
-    /// The best `limit` docs of `text` that `filter` accepts, by `text`'s score, best first and
-    /// ties by doc. With a `floor`, docs scoring under it are skipped (block-max WAND skips
+    /// The best `limit` (≥ 1) docs of `text` that `filter` accepts, by `text`'s score, best
+    /// first and ties by doc. With a `floor`, docs scoring under it are skipped (block-max WAND skips
     /// whole blocks under it) and the floor is raised to this index's `limit`-th score once it
     /// has `limit` docs.
     fn top_docs(
@@ -698,7 +699,6 @@ impl ServingIndex {
         filter: Option<&CompiledFilter>,
         floor: Option<&ScoreFloor>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
-        let limit = limit.max(1);
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
         let query: Box<dyn Query> = match filter {
             None => Box::new(text),
@@ -738,10 +738,14 @@ impl ServingIndex {
         Ok(hits)
     }
 
-    /// `docs` with their exact BM25 score (what [`TextScoring::Exact`] gives them), best first,
-    /// ties by doc. Each term's postings are read only where a doc is: a seek per doc, in doc
-    /// order.
-    fn score_exactly(&self, query: &str, docs: &[u32]) -> Result<Vec<(u32, f32)>, FormatError> {
+    /// `docs` with their exact BM25 score (what [`TextScoring::Exact`] gives them, `terms` being
+    /// the query's [`Self::text_terms`]), best first, ties by doc. Each term's postings are read
+    /// only where a doc is: a seek per doc, in doc order.
+    fn score_exactly(
+        &self,
+        terms: Vec<(Term, f32)>,
+        docs: &[u32],
+    ) -> Result<Vec<(u32, f32)>, FormatError> {
         let mut scored: Vec<(u32, f32)> = docs.iter().map(|&d| (d, 0.0)).collect();
         scored.sort_unstable_by_key(|&(d, _)| d);
         scored.dedup_by_key(|(d, _)| *d);
@@ -750,7 +754,7 @@ impl ServingIndex {
             return Ok(scored);
         }
         let scoring = EnableScoring::enabled_from_searcher(&self.searcher);
-        for (term, boost) in self.text_terms(query, None) {
+        for (term, boost) in terms {
             let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
             let mut scorer =
                 query.weight(scoring).and_then(|w| w.scorer(seg, boost)).map_err(self.tv())?;

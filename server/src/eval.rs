@@ -71,8 +71,8 @@ pub struct Mode {
     pub blend: Blend,
     /// Rerank with the cross-encoder.
     pub rerank: bool,
-    /// How BM25 scores; `None` is exact (what is served).
-    pub text_scoring: Option<TextScoring>,
+    /// How BM25 scores ([`TextScoring::Exact`] is served).
+    pub text_scoring: TextScoring,
 }
 
 impl Mode {
@@ -83,7 +83,7 @@ impl Mode {
             fusion,
             blend: Blend::DEFAULT,
             rerank,
-            text_scoring: None,
+            text_scoring: TextScoring::Exact,
         };
         let mut modes = vec![
             m("sparse_only", Fusion::SparseOnly, false),

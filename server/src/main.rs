@@ -113,10 +113,10 @@ enum Command {
         /// Also try these blends of the two rankings (rrf:K, wrrf:W, minmax:W; repeatable).
         #[arg(long)]
         blend: Vec<String>,
-        /// Score BM25 this way in every mode instead of exactly: `prune:KEEP:FRACTION:MIN_DF` or
-        /// `rarest:KEEP:PER_HIT` (measured ways, not served; docs/performance.md).
-        #[arg(long)]
-        text_scoring: Option<hubdex_formats::TextScoring>,
+        /// Score BM25 this way in every mode: `exact` (what is served), `prune:KEEP:FRACTION:MIN_DF`
+        /// or `rarest:KEEP:PER_HIT` (measured ways, not served; docs/performance.md).
+        #[arg(long, default_value = "exact")]
+        text_scoring: hubdex_formats::TextScoring,
     },
     /// Serve MCP over stdio or HTTP.
     Serve(Box<ServeArgs>),
@@ -383,6 +383,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval { file, k, json, blend, text_scoring } => {
             let queries = load_eval(file)?;
             let mut modes = Mode::standard(cli.rerank_model.is_some());
+            for m in &mut modes {
+                m.text_scoring = *text_scoring;
+            }
             for b in blend {
                 let parsed = Blend::parse(b).map_err(anyhow::Error::msg)?;
                 modes.push(Mode {
@@ -390,11 +393,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     fusion: hubdex_server::Fusion::Rrf,
                     blend: parsed,
                     rerank: false,
-                    text_scoring: None,
+                    text_scoring: *text_scoring,
                 });
-            }
-            for m in &mut modes {
-                m.text_scoring = *text_scoring;
             }
             let state = load_state(&cli, store, false).await?;
             let k = *k as usize;

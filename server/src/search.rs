@@ -159,9 +159,9 @@ pub struct SearchRequest {
     pub snapshot: Option<String>,
     /// How `fusion: rrf` blends; not a tool argument (see [`Blend::DEFAULT`]).
     pub blend: Blend,
-    /// How BM25 scores; `None` is exact (what is served). Not a tool argument (`hubdex eval
+    /// How BM25 scores: [`TextScoring::Exact`] is served. Not a tool argument (`hubdex eval
     /// --text-scoring` compares them).
-    pub text_scoring: Option<TextScoring>,
+    pub text_scoring: TextScoring,
 }
 
 impl SearchRequest {
@@ -179,7 +179,7 @@ impl SearchRequest {
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
             blend: Blend::DEFAULT,
-            text_scoring: None,
+            text_scoring: TextScoring::Exact,
         })
     }
 }
@@ -408,10 +408,9 @@ fn retrieve(
         let mut sparse = Vec::new();
         let mut dense = Vec::new();
         if req.fusion != Fusion::DenseOnly {
-            let scoring = req.text_scoring.unwrap_or(TextScoring::Exact);
             for (doc, score) in seg
                 .text
-                .search_with(&req.query, pool, filter.as_ref(), scoring, Some(&floor))
+                .search_with(&req.query, pool, filter.as_ref(), req.text_scoring, Some(&floor))
                 .map_err(index_error)?
             {
                 sparse.push((si, doc, score));
