@@ -38,6 +38,36 @@ impl std::str::FromStr for Device {
     }
 }
 
+/// What a build embeds its rows with: [`Embedder`] (the model) everywhere, or a cheap stand-in
+/// that only `hubdex-bench` builds with, to measure a build's memory at sizes the model would
+/// take hours over (it never reaches `hubdex-index`).
+pub trait TextEmbedder: Send + Sync {
+    /// Which model this is (its identity goes into every segment it embeds).
+    fn identity(&self) -> &ModelIdentity;
+
+    /// Embeds texts, results in input order; `progress` is called with the number of texts
+    /// finished as they finish.
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+impl TextEmbedder for Embedder {
+    fn identity(&self) -> &ModelIdentity {
+        &self.identity
+    }
+
+    fn embed_texts(
+        &self,
+        texts: &[&str],
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts, progress)
+    }
+}
+
 /// A loaded embedding model. Cheap to share: inference runs on a small pool of sessions
 /// (ONNX Runtime runs one inference at a time per session), so concurrent queries do not wait
 /// on one lock.

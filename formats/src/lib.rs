@@ -55,7 +55,9 @@ pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
 };
-pub use embed::{BATCH_SIZE, Device, Embedder, MAX_TOKENS, SessionOptions, normalised};
+pub use embed::{
+    BATCH_SIZE, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder, normalised,
+};
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
@@ -78,7 +80,8 @@ pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
-    read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment, write_segment,
+    input_sha256, read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment,
+    write_segment,
 };
 pub use serving::{
     CompiledFilter, DocBits, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring,

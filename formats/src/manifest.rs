@@ -91,6 +91,12 @@ pub struct SegmentMeta {
     /// A merged segment: the repositories of its members (its `repo` is empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repos: Vec<String>,
+    /// A build segment: sha256 of what it was built from before any vector was made (its rows
+    /// without vectors, its files and edges, and the model): a rebuild whose input hashes the
+    /// same reuses the segment without embedding or writing anything. Absent on segments
+    /// written before it was recorded, and on merged segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sha256: Option<String>,
 }
 
 impl SegmentMeta {
@@ -118,6 +124,12 @@ pub struct ManifestSegment {
     /// A merged segment: the build segments it serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<String>,
+    /// A build segment: sha256 of what it was built from before any vector was made (its rows
+    /// without vectors, its files and edges, and the model): a rebuild whose input hashes the
+    /// same reuses the segment without embedding or writing anything. Absent on segments
+    /// written before it was recorded, and on merged segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sha256: Option<String>,
 }
 
 /// `snapshots/<id>/manifest.json`.

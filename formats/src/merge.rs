@@ -51,9 +51,18 @@ fn boundary_after(repo: &str, rows: u64, target: u64) -> bool {
 }
 
 /// Cuts `tier` (in repository order) into content-defined groups of about `target` rows, none
-/// over `max`.
+/// over `max`. A boundary is decided by the repository's name, or by the segment's id when the
+/// memory budget cut the repository into several build segments (so a change to one of them
+/// moves only the boundaries next to it, as a change to a repository does).
 fn cut(mut tier: Vec<&ManifestSegment>, target: u64, max: u64) -> Vec<Vec<ManifestSegment>> {
     tier.sort_by(|a, b| a.repo.cmp(&b.repo).then(a.id.cmp(&b.id)));
+    let mut per_repo: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for s in &tier {
+        *per_repo.entry(s.repo.as_str()).or_default() += 1;
+    }
+    let key = |s: &ManifestSegment| {
+        if per_repo[s.repo.as_str()] > 1 { s.id.clone() } else { s.repo.clone() }
+    };
     let mut groups: Vec<Vec<ManifestSegment>> = Vec::new();
     let mut group: Vec<ManifestSegment> = Vec::new();
     let mut rows = 0u64;
@@ -64,7 +73,7 @@ fn cut(mut tier: Vec<&ManifestSegment>, target: u64, max: u64) -> Vec<Vec<Manife
         }
         group.push(s.clone());
         rows += s.rows;
-        if boundary_after(&s.repo, s.rows, target) {
+        if boundary_after(&key(s), s.rows, target) {
             groups.push(std::mem::take(&mut group));
             rows = 0;
         }
@@ -187,6 +196,7 @@ mod tests {
             segment_json_sha256: String::new(),
             files: Vec::new(),
             members: Vec::new(),
+            input_sha256: None,
         }
     }
 

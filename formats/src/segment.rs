@@ -105,6 +105,7 @@ pub struct SegmentDraft {
     repo: String,
     id: String,
     model: ModelIdentity,
+    input_sha256: Option<String>,
 }
 
 /// Sorts `rows` by id (so the same rows give the same bytes and the same segment id) and
@@ -148,6 +149,7 @@ pub fn start_segment(
         repo: repo.to_string(),
         id: segment_id(repo, &content_sha, model),
         model: model.clone(),
+        input_sha256: None,
     })
 }
 
@@ -157,12 +159,19 @@ impl SegmentDraft {
         &self.id
     }
 
+    /// Records what the segment was built from before its vectors were made
+    /// ([`SegmentMeta::input_sha256`], see [`input_sha256`]).
+    pub fn with_input_sha256(mut self, input: String) -> Self {
+        self.input_sha256 = Some(input);
+        self
+    }
+
     /// Hashes the files [`start_segment`] wrote and writes segment.json over `rows` (as
     /// sorted by [`start_segment`]). From format 5 a build segment has no serving files: the
     /// text, file, edge and vector indexes are built once, in the merged segment that serves it
     /// ([`crate::plan_merges`], a group of one where it is alone), not a second time here.
     pub fn finish(self, rows: &[Row]) -> Result<SegmentMeta, FormatError> {
-        finish_meta(
+        let mut meta = finish_meta(
             &self.dir,
             self.id,
             self.repo,
@@ -170,7 +179,12 @@ impl SegmentDraft {
             self.model,
             Vec::new(),
             Vec::new(),
-        )
+        )?;
+        if self.input_sha256.is_some() {
+            meta.input_sha256 = self.input_sha256;
+            write_meta(&self.dir, &meta)?;
+        }
+        Ok(meta)
     }
 }
 
@@ -254,10 +268,51 @@ pub(crate) fn finish_meta(
         files,
         members,
         repos,
+        input_sha256: None,
     };
-    let json = dir.join(SEGMENT_JSON);
-    std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))?;
+    write_meta(dir, &meta)?;
     Ok(meta)
+}
+
+fn write_meta(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatError> {
+    let json = dir.join(SEGMENT_JSON);
+    std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))
+}
+
+/// What a build segment is built from before any vector is made, hashed: its rows (as
+/// given: sorted by id, without their vectors), its files and edges, and the model that will
+/// embed them. The same input always gives the same segment, so a rebuild that finds a
+/// segment with this hash in the current snapshot reuses it without embedding or writing.
+pub fn input_sha256(
+    rows: &[Row],
+    files: &[FileText],
+    edges: &[Edge],
+    model: &ModelIdentity,
+) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{FORMAT_VERSION}\n{}\n{}\n", model.model_sha256, model.dim).as_bytes());
+    let mut put = |what: &str, json: Result<Vec<u8>, serde_json::Error>| {
+        h.update(what.as_bytes());
+        // These types always serialise; an error would only change the hash.
+        h.update(json.unwrap_or_default());
+        h.update(b"\n");
+    };
+    for r in rows {
+        if r.embedding.is_empty() && r.title_embedding.is_empty() {
+            put("row", serde_json::to_vec(r));
+        } else {
+            let bare = Row { embedding: Vec::new(), title_embedding: Vec::new(), ..r.clone() };
+            put("row", serde_json::to_vec(&bare));
+        }
+    }
+    for f in files {
+        let file = (&f.path, &f.commit_sha, &f.language, &f.content);
+        put("file", serde_json::to_vec(&file));
+    }
+    for e in edges {
+        put("edge", serde_json::to_vec(e));
+    }
+    hex::encode(h.finalize())
 }
 
 /// Writes a whole build segment of `repo` (its rows; see [`SegmentDraft::finish`]) into the

@@ -61,6 +61,10 @@ pub struct StagedSegment {
     /// The manifest entry's fields, at the top level (the file reads as a manifest entry).
     #[serde(flatten)]
     pub entry: ManifestSegment,
+    /// The repository's other build segments, when the memory budget cut its rows into
+    /// several (`entry` is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<ManifestSegment>,
     /// Rows whose vectors were computed.
     pub embedded: u64,
     /// Rows whose vectors were reused.
@@ -121,9 +125,30 @@ impl Store {
 }
 
 impl StagedSegment {
-    /// A staged segment of the current record version.
-    pub fn new(entry: ManifestSegment, embedded: u64, reused: u64, embed_seconds: f64) -> Self {
-        StagedSegment { format_version: RECORD_VERSION, entry, embedded, reused, embed_seconds }
+    /// A staged record of a repository's build segments (at least one), of the current record
+    /// version.
+    pub fn new(
+        mut entries: Vec<ManifestSegment>,
+        embedded: u64,
+        reused: u64,
+        embed_seconds: f64,
+    ) -> Self {
+        assert!(!entries.is_empty(), "a repository has at least one build segment");
+        let more = entries.split_off(1);
+        let entry = entries.remove(0);
+        StagedSegment {
+            format_version: RECORD_VERSION,
+            entry,
+            more,
+            embedded,
+            reused,
+            embed_seconds,
+        }
+    }
+
+    /// The repository's build segments, the first one first.
+    pub fn entries(&self) -> impl Iterator<Item = &ManifestSegment> {
+        std::iter::once(&self.entry).chain(&self.more)
     }
 }
 

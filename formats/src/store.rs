@@ -905,6 +905,7 @@ fn manifest_entry(meta: &SegmentMeta, json: &[u8]) -> ManifestSegment {
         segment_json_sha256: sha256_hex(json),
         files: meta.files.clone(),
         members: meta.members.clone(),
+        input_sha256: meta.input_sha256.clone(),
     }
 }
 

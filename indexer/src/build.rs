@@ -1,7 +1,7 @@
 //! `hubdex-index build`: crawl sources, embed what changed, write one segment per repository,
 //! publish a snapshot.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,10 +11,12 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
-    ModelIdentity, Row, Store, cache_dir, read_rows, sha256_hex, snapshot_id, start_segment,
+    ModelIdentity, Row, Store, TextEmbedder, cache_dir, read_rows, sha256_hex, snapshot_id,
+    start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
+use crate::budget::{self, MemoryBudget};
 use crate::progress::{bar, spinner};
 
 use crate::config::RepoRules;
@@ -53,6 +55,9 @@ pub struct BuildOptions {
     pub cache: PathBuf,
     /// Per-repository rules from hubdex.toml (types and paths kept).
     pub rules: BTreeMap<String, RepoRules>,
+    /// What the build may hold in memory: a repository whose rows do not fit a build
+    /// segment's share of it is written as several build segments ([`crate::budget`]).
+    pub memory_budget: MemoryBudget,
 }
 
 impl std::fmt::Debug for BuildOptions {
@@ -84,6 +89,7 @@ impl BuildOptions {
             clock: Arc::new(SystemClock),
             cache: cache_dir(),
             rules: BTreeMap::new(),
+            memory_budget: MemoryBudget::default(),
         }
     }
 }
@@ -167,7 +173,7 @@ pub(crate) enum Source {
 fn fill_vectors(
     rows: &mut [Row],
     previous: &HashMap<String, Vec<f32>>,
-    embedder: &Embedder,
+    embedder: &dyn TextEmbedder,
     pb: &ProgressBar,
 ) -> anyhow::Result<(u64, u64)> {
     let dim = embedder.identity().dim;
@@ -189,9 +195,9 @@ fn fill_vectors(
     }
     let mut computed: Vec<usize> = todo.iter().map(|t| t.0).collect();
     computed.dedup();
-    pb.set_length(todo.len() as u64);
+    pb.inc_length(todo.len() as u64);
     let refs: Vec<&str> = todo.iter().map(|t| t.2.as_str()).collect();
-    let vectors = embedder.embed(&refs, |n| pb.inc(n as u64))?;
+    let vectors = embedder.embed_texts(&refs, &mut |n| pb.inc(n as u64))?;
     for ((i, title, _), v) in todo.iter().zip(vectors) {
         if *title {
             rows[*i].title_embedding = v;
@@ -203,21 +209,39 @@ fn fill_vectors(
     Ok((embedded, rows.len() as u64 - embedded))
 }
 
-/// What earlier vectors a build may reuse: sha256 of each text → its vector, from the rows of
-/// the repository's previous segment (main vectors by `content_sha256`, title vectors by the
-/// hash of their text).
-fn reusable_vectors(previous: Vec<Row>) -> HashMap<String, Vec<f32>> {
-    let mut out = HashMap::new();
-    for mut r in previous {
+/// The hashes of the texts `rows` embed: each row's `content_sha256`, and the hash of its
+/// title text when it has a title vector.
+fn text_hashes(rows: &[Row]) -> HashSet<String> {
+    let mut out = HashSet::with_capacity(rows.len() * 2);
+    for r in rows {
+        out.insert(r.content_sha256.clone());
         if let Some(text) = r.title_embedding_text() {
-            let title = std::mem::take(&mut r.title_embedding);
-            if !title.is_empty() {
-                out.insert(sha256_hex(text.as_bytes()), title);
-            }
+            out.insert(sha256_hex(text.as_bytes()));
         }
-        out.insert(r.content_sha256, r.embedding);
     }
     out
+}
+
+/// Adds to `out` the vectors of `previous` (rows of the repository's current segments) whose
+/// texts are in `wanted`: main vectors by `content_sha256`, title vectors by the hash of their
+/// text.
+fn keep_reusable(
+    previous: Vec<Row>,
+    wanted: &HashSet<String>,
+    out: &mut HashMap<String, Vec<f32>>,
+) {
+    for mut r in previous {
+        if let Some(text) = r.title_embedding_text() {
+            let sha = sha256_hex(text.as_bytes());
+            let title = std::mem::take(&mut r.title_embedding);
+            if !title.is_empty() && wanted.contains(&sha) {
+                out.insert(sha, title);
+            }
+        }
+        if wanted.contains(&r.content_sha256) {
+            out.insert(r.content_sha256, r.embedding);
+        }
+    }
 }
 
 /// What a build works on: the store, its current snapshot, the repositories the sources name
@@ -378,68 +402,150 @@ pub(crate) struct SegmentInput {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
     pub(crate) edges: Vec<Edge>,
-    /// The repository's rows in the current snapshot: their vectors are reused for unchanged
-    /// content (matched by content hash).
+    /// The repository's rows in the current snapshot when the crawl already read them (a
+    /// GitHub crawl carries unchanged threads over); empty otherwise.
     pub(crate) previous: Vec<Row>,
+    /// The repository's build segments in the current snapshot (none when it was built with
+    /// another model): a build segment whose input ([`hubdex_formats::input_sha256`]) one of
+    /// them has is reused as it is; for the others, their vectors of unchanged texts are.
+    pub(crate) prev_segments: Vec<ManifestSegment>,
 }
 
-/// What embedding and writing segments needs: the store, the model, a work directory and the
-/// progress display.
+impl SegmentInput {
+    /// The repository's build segments in `prev` when it was built with `model` (vectors of
+    /// another model cannot be reused).
+    pub(crate) fn prev_segments(
+        prev: Option<&Manifest>,
+        repo: &str,
+        model: &ModelIdentity,
+    ) -> Vec<ManifestSegment> {
+        prev.filter(|m| m.model.model_sha256 == model.model_sha256 && m.model.dim == model.dim)
+            .map(|m| m.segments.iter().filter(|s| s.repo == repo).cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What embedding and writing segments needs: the store, the model, the memory budget, a
+/// work directory and the progress display.
 #[derive(Clone, Copy)]
 pub(crate) struct SegmentWriter<'a> {
     pub(crate) store: &'a Store,
-    pub(crate) embedder: &'a Embedder,
+    /// Where previous segments are fetched to, to reuse their vectors.
+    pub(crate) cache: &'a std::path::Path,
+    pub(crate) embedder: &'a dyn TextEmbedder,
+    pub(crate) budget: MemoryBudget,
     pub(crate) work: &'a std::path::Path,
     pub(crate) mp: &'a MultiProgress,
 }
 
-/// Embeds what changed of one repository's rows, writes its segment and uploads it (unless
-/// the store already holds the same segment). Returns its manifest entry.
+/// Embeds what changed of one repository's rows and writes its build segments: one, or
+/// several when its rows do not fit a segment's share of the memory budget
+/// ([`crate::budget::cut`]). Each segment is embedded, written and uploaded (unless the store
+/// already holds the same one) before the next one's vectors are made. Returns their manifest
+/// entries.
 pub(crate) async fn embed_one(
     writer: SegmentWriter<'_>,
     input: SegmentInput,
     report: &mut BuildReport,
-) -> anyhow::Result<ManifestSegment> {
-    let SegmentWriter { store, embedder, work, mp } = writer;
-    let SegmentInput { repo, mut rows, mut files, mut edges, previous } = input;
+) -> anyhow::Result<Vec<ManifestSegment>> {
+    let SegmentWriter { store, cache, embedder, budget, work, mp } = writer;
+    let SegmentInput { repo, rows, files, edges, previous, prev_segments } = input;
     let repo = repo.as_str();
     let model = embedder.identity().clone();
-    let t = Instant::now();
-    let previous = reusable_vectors(previous);
-    let pb = bar(mp, rows.len() as u64, "embed");
-    pb.set_message(repo.to_string());
-    let (embedded, reused) = fill_vectors(&mut rows, &previous, embedder, &pb)?;
-    pb.finish_and_clear();
-    report.embed_seconds += t.elapsed().as_secs_f64();
-    report.embedded += embedded;
-    report.reused += reused;
-    report.rows += rows.len() as u64;
-
-    let t = Instant::now();
-    let seg_dir = work.join(hubdex_formats::repo_slug(repo));
-    let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?;
-    let entry = if store.has_segment(draft.id()).await? {
-        report.segments_unchanged += 1;
-        store.stored_segment_entry(draft.id()).await?.1
-    } else {
-        let writing = spinner(Some(mp));
-        writing.set_message(format!("writing the segment of {repo} ({} rows)", rows.len()));
-        let meta = draft.finish(&rows)?;
-        writing.finish_and_clear();
-        report.write_seconds += t.elapsed().as_secs_f64();
+    let total = rows.len();
+    let mut parts = budget::cut(rows, files, edges, budget.segment_bytes(), model.dim);
+    let count = parts.len();
+    // What each build segment is built from, hashed: a segment of the current snapshot with
+    // the same input is reused as it is (nothing embedded, nothing written).
+    let mut inputs = Vec::with_capacity(count);
+    for part in &mut parts {
+        part.rows.sort_by(|a, b| a.id.cmp(&b.id));
+        part.files.sort_by(|a, b| a.path.cmp(&b.path));
+        // Edges keep the crawl's order (deterministic), which start_segment's writer sorts.
+        let input = hubdex_formats::input_sha256(&part.rows, &part.files, &part.edges, &model);
+        let same = prev_segments.iter().find(|s| s.input_sha256.as_deref() == Some(&input));
+        inputs.push((input, same.cloned()));
+    }
+    // The vectors of unchanged texts, for the segments that are not reused whole: only those
+    // texts' vectors are kept, read one previous segment at a time.
+    let wanted: HashSet<String> = parts
+        .iter()
+        .zip(&inputs)
+        .filter(|(_, (_, same))| same.is_none())
+        .flat_map(|(p, _)| text_hashes(&p.rows))
+        .collect();
+    let mut reusable: HashMap<String, Vec<f32>> = HashMap::new();
+    if !wanted.is_empty() {
+        if previous.is_empty() {
+            for seg in &prev_segments {
+                let dir = store
+                    .fetch_segment(seg, cache)
+                    .await
+                    .with_context(|| format!("reading previous segment {}", seg.id))?;
+                let rows = read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?;
+                keep_reusable(rows, &wanted, &mut reusable);
+            }
+        } else {
+            keep_reusable(previous, &wanted, &mut reusable);
+        }
+    }
+    drop(wanted);
+    let pb = bar(mp, 0, "embed");
+    let mut entries = Vec::with_capacity(count);
+    for (k, part) in parts.into_iter().enumerate() {
+        let budget::Part { mut rows, mut files, mut edges } = part;
+        let (input, same) = std::mem::take(&mut inputs[k]);
+        if let Some(entry) = same {
+            report.segments_unchanged += 1;
+            report.reused += rows.len() as u64;
+            report.rows += rows.len() as u64;
+            entries.push(entry);
+            continue;
+        }
+        let name = if count == 1 {
+            repo.to_string()
+        } else {
+            format!("{repo}: build segment {} of {count} (budget {budget})", k + 1)
+        };
+        pb.set_message(name.clone());
         let t = Instant::now();
-        let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
-        let up = bar(mp, total, "upload");
-        up.set_message(repo.to_string());
-        let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
-        up.finish_and_clear();
-        report.publish_seconds += t.elapsed().as_secs_f64();
-        report.segments_written += 1;
-        entry
-    };
-    tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, "segment ready");
-    let _ = std::fs::remove_dir_all(&seg_dir);
-    Ok(entry)
+        let (embedded, reused) = fill_vectors(&mut rows, &reusable, embedder, &pb)?;
+        report.embed_seconds += t.elapsed().as_secs_f64();
+        report.embedded += embedded;
+        report.reused += reused;
+        report.rows += rows.len() as u64;
+
+        let t = Instant::now();
+        let slug = hubdex_formats::repo_slug(repo);
+        let seg_dir = work.join(if count == 1 { slug } else { format!("{slug}.{k}") });
+        let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?
+            .with_input_sha256(input);
+        let entry = if store.has_segment(draft.id()).await? {
+            report.segments_unchanged += 1;
+            store.stored_segment_entry(draft.id()).await?.1
+        } else {
+            let writing = spinner(Some(mp));
+            writing.set_message(format!("writing {name} ({} rows)", rows.len()));
+            let meta = draft.finish(&rows)?;
+            writing.finish_and_clear();
+            report.write_seconds += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
+            let up = bar(mp, bytes, "upload");
+            up.set_message(name.clone());
+            let entry = store.upload_segment(&seg_dir, |n| up.inc(n)).await?;
+            up.finish_and_clear();
+            report.publish_seconds += t.elapsed().as_secs_f64();
+            report.segments_written += 1;
+            entry
+        };
+        tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, part = k + 1, parts = count, "segment ready");
+        let _ = std::fs::remove_dir_all(&seg_dir);
+        entries.push(entry);
+    }
+    pb.finish_and_clear();
+    debug_assert_eq!(entries.iter().map(|e| e.rows as usize).sum::<usize>(), total);
+    Ok(entries)
 }
 
 /// What a build publishes: its new segments, what it rebuilt, the cursors to save after.
@@ -540,9 +646,19 @@ pub(crate) fn load_embedder(opts: &BuildOptions) -> anyhow::Result<Embedder> {
 
 /// Runs a whole build (crawl, embed, publish in one process) and publishes its snapshot.
 pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+    let embedder = load_embedder(opts)?;
+    build_with(opts, &embedder).await
+}
+
+/// [`build`] with an embedder of the caller's: `hubdex-bench` measures a build's memory at
+/// scale with a cheap stand-in for the model (labelled so in its output); everything else
+/// builds with [`build`].
+pub async fn build_with(
+    opts: &BuildOptions,
+    embedder: &dyn TextEmbedder,
+) -> anyhow::Result<BuildReport> {
     let started = Instant::now();
     let plan = plan(opts).await?;
-    let embedder = load_embedder(opts)?;
     let model = embedder.identity().clone();
     let mp = MultiProgress::new();
     let mut report = BuildReport { repos: plan.repos.len(), ..BuildReport::default() };
@@ -553,20 +669,35 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         let t = Instant::now();
         let crawl = spinner(Some(&mp));
         crawl.set_message(format!("crawling {repo}"));
-        let previous =
-            previous_rows(&plan.store, &opts.cache, plan.prev.as_ref(), repo, &model.model_sha256)
-                .await?;
+        // A GitHub crawl carries unchanged threads over from the current snapshot's rows; a
+        // local repository is read whole, and its build segments reuse what they can by input
+        // hash and text hash (embed_one), without reading the previous rows here.
+        let previous = match source {
+            Source::GitHub => {
+                previous_rows(
+                    &plan.store,
+                    &opts.cache,
+                    plan.prev.as_ref(),
+                    repo,
+                    &model.model_sha256,
+                )
+                .await?
+            }
+            Source::Local(_) => Vec::new(),
+        };
         let c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
         crawl.finish_and_clear();
         report.crawl_seconds += t.elapsed().as_secs_f64();
         if let Some(cursor) = c.cursor {
             cursors.push((repo.clone(), cursor));
         }
-        segments.push(
+        segments.extend(
             embed_one(
                 SegmentWriter {
                     store: &plan.store,
-                    embedder: &embedder,
+                    cache: &opts.cache,
+                    embedder,
+                    budget: opts.memory_budget,
                     work: work.path(),
                     mp: &mp,
                 },
@@ -576,6 +707,7 @@ pub async fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                     files: c.files,
                     edges: c.edges,
                     previous,
+                    prev_segments: SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model),
                 },
                 &mut report,
             )

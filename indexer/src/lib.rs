@@ -3,6 +3,7 @@
 //!
 //! The binary `hubdex-index` is a thin CLI over [`build()`].
 
+mod budget;
 mod build;
 pub mod code;
 mod config;
@@ -17,7 +18,8 @@ mod progress;
 mod refs;
 mod stages;
 
-pub use build::{BuildOptions, BuildReport, build};
+pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget};
+pub use build::{BuildOptions, BuildReport, build, build_with};
 pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
 pub use embed_bench::{EmbedBenchReport, embed_bench, embed_bench_corpus};
 pub use git::GitError;

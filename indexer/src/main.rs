@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use hubdex_formats::{Device, Store, default_model, default_store};
 use hubdex_indexer::{
-    BuildOptions, BuildReport, Config, Shard, build, crawl, delta, embed, gc, parse_duration,
-    publish,
+    BuildOptions, BuildReport, Config, MemoryBudget, Shard, build, crawl, delta, embed, gc,
+    parse_duration, publish,
 };
 
 #[derive(Parser)]
@@ -40,6 +40,11 @@ struct Common {
     /// hubdex.toml: repositories, per-repository types and paths, store, model, API URL.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// What the build may hold in memory (e.g. 3GiB, 512MiB; default 3GiB, which fits a
+    /// 7 GB runner): a repository whose rows do not fit an eighth of it is written as several
+    /// build segments, one at a time.
+    #[arg(long, env = "HUBDEX_MEMORY_BUDGET")]
+    memory_budget: Option<MemoryBudget>,
 }
 
 #[derive(Subcommand)]
@@ -126,6 +131,9 @@ fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOpt
     opts.device = common.device.parse::<Device>().map_err(anyhow::Error::msg)?;
     opts.allow_unsafe_latest = common.allow_unsafe_latest;
     opts.rules = config.rules()?;
+    if let Some(budget) = common.memory_budget {
+        opts.memory_budget = budget;
+    }
     if let Some(api) = common.github_api.or(config.github_api.clone()) {
         opts.github_api = api;
     }

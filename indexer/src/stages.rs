@@ -132,16 +132,27 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         let rows: Vec<Row> = read_rows(&dir.join("rows.parquet"), false)?;
         let files: Vec<FileText> = read_files(&dir.join("files.parquet"))?;
         let edges = read_edges(&dir.join(EDGES_PARQUET))?;
-        let previous =
-            previous_rows(&store, &opts.cache, prev.as_ref(), &staged.repo, &model.model_sha256)
-                .await?;
+        let prev_segments = SegmentInput::prev_segments(prev.as_ref(), &staged.repo, &model);
         let before = (report.embedded, report.reused, report.embed_seconds);
-        let writer =
-            SegmentWriter { store: &store, embedder: &embedder, work: work.path(), mp: &mp };
-        let input = SegmentInput { repo: staged.repo.clone(), rows, files, edges, previous };
-        let entry = embed_one(writer, input, &mut report).await?;
+        let writer = SegmentWriter {
+            store: &store,
+            cache: &opts.cache,
+            embedder: &embedder,
+            budget: opts.memory_budget,
+            work: work.path(),
+            mp: &mp,
+        };
+        let input = SegmentInput {
+            repo: staged.repo.clone(),
+            rows,
+            files,
+            edges,
+            previous: Vec::new(),
+            prev_segments,
+        };
+        let entries = embed_one(writer, input, &mut report).await?;
         let done = StagedSegment::new(
-            entry,
+            entries,
             report.embedded - before.0,
             report.reused - before.1,
             report.embed_seconds - before.2,
@@ -165,23 +176,24 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let mut model = None;
     let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
     for s in &staged {
-        let StagedSegment { entry, embedded, reused, embed_seconds, .. } =
-            store.staged_segment(run, &s.repo).await?.with_context(|| {
-                format!(
-                    "{} was crawled but not embedded: {} is missing",
-                    s.repo,
-                    staged_segment_key(run, &s.repo)
-                )
-            })?;
-        report.embedded += embedded;
-        report.reused += reused;
-        report.embed_seconds += embed_seconds;
-        store.fetch_segment(&entry, check.path()).await.with_context(|| {
-            format!("staged segment {} of {} failed verification", entry.id, s.repo)
+        let staged = store.staged_segment(run, &s.repo).await?.with_context(|| {
+            format!(
+                "{} was crawled but not embedded: {} is missing",
+                s.repo,
+                staged_segment_key(run, &s.repo)
+            )
         })?;
-        let (meta, _) = store.stored_segment_entry(&entry.id).await?;
-        model = Some(meta.model);
-        segments.push(entry);
+        report.embedded += staged.embedded;
+        report.reused += staged.reused;
+        report.embed_seconds += staged.embed_seconds;
+        for entry in staged.entries() {
+            store.fetch_segment(entry, check.path()).await.with_context(|| {
+                format!("staged segment {} of {} failed verification", entry.id, s.repo)
+            })?;
+            let (meta, _) = store.stored_segment_entry(&entry.id).await?;
+            model = Some(meta.model);
+            segments.push(entry.clone());
+        }
     }
     let Some(model) = model.or_else(|| prev.as_ref().map(|p| p.model.clone())) else {
         anyhow::bail!("run {run} staged nothing: run `crawl` and `embed` first");

@@ -218,9 +218,12 @@ pub fn read_span(
     req: &SpanRequest,
     scope: Option<&Scope>,
 ) -> Result<SpanAnswer, ToolError> {
-    let seg =
-        snap.segment_of_repo(&req.repo).filter(|_| scope.is_none_or(|s| s.allows_repo(&req.repo)));
-    let Some(seg) = seg else {
+    let segs: Vec<_> = snap
+        .segments_of_repo(&req.repo)
+        .into_iter()
+        .filter(|_| scope.is_none_or(|s| s.allows_repo(&req.repo)))
+        .collect();
+    if segs.is_empty() {
         return Err(ToolError::arg(
             "repo",
             format!(
@@ -229,11 +232,16 @@ pub fn read_span(
                 snap.id()
             ),
         ));
-    };
-    let file = match &seg.files {
-        Some(files) => files.get(&req.repo, &req.path).map_err(crate::filter::index_error)?,
-        None => None,
-    };
+    }
+    let mut file = None;
+    for seg in segs {
+        if let Some(files) = &seg.files {
+            file = files.get(&req.repo, &req.path).map_err(crate::filter::index_error)?;
+            if file.is_some() {
+                break;
+            }
+        }
+    }
     let file = file.filter(|_| scope.is_none_or(|s| s.allows_entity(&req.repo, "file/")));
     let Some(file) = file else {
         return Err(ToolError::arg(

@@ -201,10 +201,11 @@ fn head_ids(repo: &str, entity: &str) -> Vec<String> {
 
 /// The row that stands for `entity` of `repo`, when the snapshot holds one.
 fn head_row(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<Option<Row>, ToolError> {
-    let Some(seg) = snap.segment_of_repo(repo) else { return Ok(None) };
-    for id in head_ids(repo, entity) {
-        if let Some(doc) = seg.text.doc_of_id(&id).map_err(index_error)? {
-            return seg.text.row(doc).map(Some).map_err(index_error);
+    for seg in snap.segments_of_repo(repo) {
+        for id in head_ids(repo, entity) {
+            if let Some(doc) = seg.text.doc_of_id(&id).map_err(index_error)? {
+                return seg.text.row(doc).map(Some).map_err(index_error);
+            }
         }
     }
     Ok(None)
@@ -271,7 +272,7 @@ fn entity_info_with(
 /// The segments whose edges can start (`Out`) or end (`In`) at an entity of `repo`.
 fn edge_segments<'a>(snap: &'a OpenSnapshot, repo: &str, dir: Direction) -> Vec<&'a Segment> {
     match dir {
-        Direction::Out => snap.segment_of_repo(repo).map(|s| &**s).into_iter().collect(),
+        Direction::Out => snap.segments_of_repo(repo).into_iter().map(|s| &**s).collect(),
         Direction::In => snap
             .segments
             .iter()
@@ -506,7 +507,7 @@ fn expand_sha(
             }
         }
     }
-    if let Some(seg) = snap.segment_of_repo(&repo) {
+    for seg in snap.segments_of_repo(&repo) {
         for e in seg.text.entities_with_prefix(&entity, 3).map_err(index_error)? {
             if head_row(snap, &repo, &e)?.is_some() {
                 found.push(e);
@@ -622,7 +623,6 @@ fn changed_in(
     scope: Option<&Scope>,
     limit: usize,
 ) -> Result<Option<EdgeGroup>, ToolError> {
-    let Some(seg) = snap.segment_of_repo(repo) else { return Ok(None) };
     let path = entity.trim_start_matches("file/");
     // The path itself, not the paths it starts: a glob of the escaped path matches it alone.
     let exact = globset::GlobBuilder::new(&hubdex_formats::glob_literal(path))
@@ -638,21 +638,29 @@ fn changed_in(
         scope: scope.cloned(),
         ..RowFilter::default()
     };
-    let Some(compiled) = seg.text.compile(&filter).map_err(index_error)? else {
-        return Ok(None);
-    };
-    let count = seg.text.filter_bits(&compiled).map_err(index_error)?.count() as usize;
-    if count == 0 {
-        return Ok(None);
-    }
     // 1900 to a century from now: every date a commit carries (the index's dates are
     // nanoseconds in an i64 and end in 2262).
     let since = chrono::DateTime::from_timestamp(-2_208_988_800, 0).expect("a valid date");
     let until = chrono::Utc::now() + chrono::Duration::days(365 * 100);
-    let hits =
-        seg.text.scan(Some(&compiled), false, since, until, None, limit).map_err(index_error)?;
+    // Newest first across the units holding the repository's commits.
+    let mut count = 0;
+    let mut hits = Vec::new();
+    for seg in snap.segments_of_repo(repo) {
+        let Some(compiled) = seg.text.compile(&filter).map_err(index_error)? else { continue };
+        count += seg.text.filter_bits(&compiled).map_err(index_error)?.count() as usize;
+        let found = seg
+            .text
+            .scan(Some(&compiled), false, since, until, None, limit)
+            .map_err(index_error)?;
+        hits.extend(found.into_iter().map(|(at, id, doc)| (at, id, doc, seg)));
+    }
+    if count == 0 {
+        return Ok(None);
+    }
+    hits.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    hits.truncate(limit);
     let mut edges = Vec::new();
-    for (_, _, doc) in hits {
+    for (_, _, doc, seg) in hits {
         let row = seg.text.row(doc).map_err(index_error)?;
         edges.push(RelatedEdge {
             other: entity_info(snap, repo, &row.entity, None)?,

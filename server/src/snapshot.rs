@@ -41,9 +41,10 @@ impl OpenSnapshot {
         }
     }
 
-    /// The segment holding `repo`'s rows.
-    pub fn segment_of_repo(&self, repo: &str) -> Option<&Arc<Segment>> {
-        self.segments.iter().find(|s| s.meta.repositories().iter().any(|r| r == repo))
+    /// The segments holding `repo`'s rows: one, or several when the indexer's memory budget
+    /// cut the repository into build segments that are served by different units.
+    pub fn segments_of_repo(&self, repo: &str) -> Vec<&Arc<Segment>> {
+        self.segments.iter().filter(|s| s.meta.repositories().iter().any(|r| r == repo)).collect()
     }
 
     /// The snapshot id.

@@ -3,6 +3,7 @@
 mod access;
 mod answers;
 mod bad_input;
+mod budget;
 mod build;
 mod conformance;
 mod docs;

@@ -5,9 +5,11 @@ pub mod fakegh;
 pub mod ghdata;
 mod gitrepo;
 mod paths;
+pub mod synth;
 
 pub use gitrepo::{
     CODE_FILES, GeneratedRepo, KNOWN_SUBJECT, LATE_FUNCTION, PARAPHRASES, make_code_repo,
     make_long_diff_repo, make_near_duplicate_repo, make_repo,
 };
 pub use paths::{bin, free_port, model_dir, node_dir, python, wait_for_http};
+pub use synth::{HashEmbedder, add_commit, synthetic_history};

@@ -13,6 +13,10 @@
 //!   latency and how much of the top 10 and 50 is the same.
 //! - `embedder-memory`: the anonymous memory a query embedder built one way costs, its query
 //!   latency, and whether its vectors are the indexer's bytes (one way per process).
+//! - `history`: writes a synthetic git history (`git fast-import`) of N commits.
+//! - `build`: one build of a local repository into a store, as `hubdex-index build` runs it,
+//!   with the model or with the cheap hash embedder (labelled so): rows, segments, seconds
+//!   and the process's peak RSS (one build per process, so the peak is that build's).
 //!
 //! Every subcommand prints one JSON object on stdout.
 
@@ -109,6 +113,32 @@ enum Command {
         /// Also write the vectors (JSON), to compare two builds' bytes.
         #[arg(long)]
         vectors_out: Option<PathBuf>,
+    },
+    /// A synthetic history for the build-scale bench (issue 30).
+    History {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        commits: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// One build of SOURCE into STORE (issue 30's build-scale bench).
+    Build {
+        #[arg(long)]
+        source: PathBuf,
+        #[arg(long)]
+        store: PathBuf,
+        /// `hash` (cheap, deterministic, not a model) or a model directory.
+        #[arg(long, default_value = "hash")]
+        embedder: String,
+        /// The build's memory budget (as `hubdex-index build --memory-budget`), without the
+        /// floor the command line keeps.
+        #[arg(long)]
+        budget: Option<String>,
+        /// Commit a new file before building (a one-commit delta), with this subject.
+        #[arg(long)]
+        add_commit: Option<String>,
     },
     /// The query embedder's memory (issue 31): load it with the sessions `--sessions`,
     /// `--arena`, `--prepack` and `--share-prepacked` say, embed the queries one at a time, and
@@ -805,6 +835,61 @@ async fn embed_bench(
     )
 }
 
+/// One build, as issue 30's build-scale bench runs it (one per process: the peak is its own).
+async fn build_bench(
+    source: &Path,
+    store: &Path,
+    embedder: &str,
+    budget: Option<&str>,
+    add_commit: Option<String>,
+) -> anyhow::Result<Value> {
+    if let Some(subject) = &add_commit {
+        hubdex_tests::add_commit(source, subject, "notes/delta.dat")?;
+    }
+    let model_dir = if embedder == "hash" { PathBuf::from(".") } else { PathBuf::from(embedder) };
+    let mut opts = hubdex_indexer::BuildOptions::new(
+        store.to_str().context("utf-8 store path")?,
+        model_dir.clone(),
+        vec![source.to_path_buf()],
+    );
+    opts.cache = store.with_extension("cache");
+    if let Some(b) = budget {
+        let bytes: hubdex_indexer::MemoryBudget = b.parse().or_else(|e: String| {
+            // Below the command line's floor: the bench's small histories use small budgets.
+            b.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse::<u64>()
+                .map(|mib| hubdex_indexer::MemoryBudget::unchecked(mib << 20))
+                .map_err(|_| anyhow::anyhow!(e))
+        })?;
+        opts.memory_budget = bytes;
+    }
+    let t = Instant::now();
+    let (report, label) = if embedder == "hash" {
+        let e = hubdex_tests::HashEmbedder::new(384);
+        (hubdex_indexer::build_with(&opts, &e).await?, "hash embedder (not a model)")
+    } else {
+        let e = Embedder::load(&model_dir, Device::Cpu)?;
+        (hubdex_indexer::build_with(&opts, &e).await?, "the model")
+    };
+    let seconds = t.elapsed().as_secs_f64();
+    Ok(json!({
+        "embedder": label,
+        "budget": opts.memory_budget.to_string(),
+        "rows": report.rows,
+        "embedded": report.embedded,
+        "segments_written": report.segments_written,
+        "segments_unchanged": report.segments_unchanged,
+        "published": report.published,
+        "seconds": seconds,
+        "embed_seconds": report.embed_seconds,
+        "crawl_seconds": report.crawl_seconds,
+        "write_seconds": report.write_seconds,
+        "publish_seconds": report.publish_seconds,
+        "non_embedding_rows_per_s": report.rows as f64 / report.other_seconds().max(1e-9),
+        "peak_rss_kib": status_kib("VmHWM:"),
+    }))
+}
+
 fn embedder_memory(
     model: &Path,
     queries: &[PathBuf],
@@ -876,6 +961,14 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Embed { base, model, n, texts_out, vectors_out } => {
             rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
+        }
+        Command::History { out, commits, seed } => {
+            let t = Instant::now();
+            hubdex_tests::synthetic_history(&out, commits, seed)?;
+            json!({"commits": commits, "seconds": t.elapsed().as_secs_f64()})
+        }
+        Command::Build { source, store, embedder, budget, add_commit } => {
+            rt.block_on(build_bench(&source, &store, &embedder, budget.as_deref(), add_commit))?
         }
         Command::EmbedderMemory {
             model,

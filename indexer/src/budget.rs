@@ -1,0 +1,315 @@
+//! A build's memory budget, and the build segments it cuts a large repository into.
+//!
+//! A repository whose rows hold more than a build segment's share of the budget
+//! ([`MemoryBudget::segment_bytes`]) is written as several build segments. Each is embedded,
+//! written and uploaded before the next one's vectors are made, so the vectors and the writer's
+//! buffers a build holds at once are one segment's, not the repository's.
+//!
+//! The cut is content-defined, as the merge policy's ([`hubdex_formats::plan_merges`]) is:
+//! rows go in stream order (the history by time, then GitHub's threads by time, then files by
+//! path), and a boundary falls after a row with probability `its bytes / the segment share`,
+//! decided by a hash of the row's id, not by chance. So the same rows always give the same
+//! segments (the same ids: an unchanged rebuild uploads nothing), and a change moves only the
+//! boundaries next to it: a new commit lands in the history's last segment, a changed file in
+//! the segment holding that path, and the other segments keep their ids.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use hubdex_formats::{Edge, FileText, Row, RowType, sha256_hex};
+
+/// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
+
+/// The smallest budget a build accepts: below it, the model and the index writers alone do
+/// not fit.
+pub(crate) const MIN_MEMORY_BUDGET: u64 = 64 << 20;
+
+/// How many build segments' worth of row data fit in the budget: the rest is the model, the
+/// crawl's state and the writers' buffers.
+const SEGMENT_SHARE: u64 = 8;
+
+/// No build segment holds more than this many times the share: the cut falls there whatever
+/// the hash says (rare: a run of rows that long without a boundary has probability e^-4).
+const SEGMENT_MAX_SHARES: u64 = 4;
+
+/// What a build may hold in memory, in bytes (`hubdex-index build --memory-budget`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryBudget(u64);
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget(DEFAULT_MEMORY_BUDGET)
+    }
+}
+
+impl MemoryBudget {
+    /// A budget of `bytes`; an error names the smallest one allowed.
+    pub fn new(bytes: u64) -> Result<Self, String> {
+        if bytes < MIN_MEMORY_BUDGET {
+            return Err(format!(
+                "a memory budget of {} is too small: at least {} (the model and the index \
+                 writers need that much)",
+                human(bytes),
+                human(MIN_MEMORY_BUDGET)
+            ));
+        }
+        Ok(MemoryBudget(bytes))
+    }
+
+    /// A budget of `bytes` without the floor [`MemoryBudget::new`] keeps: tests and
+    /// `hubdex-bench` cut small repositories into several build segments with it.
+    pub fn unchecked(bytes: u64) -> Self {
+        MemoryBudget(bytes.max(1))
+    }
+
+    /// The budget in bytes.
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// The row data (texts and vectors, as [`row_bytes`] counts it) one build segment holds
+    /// on average.
+    pub fn segment_bytes(self) -> u64 {
+        self.0 / SEGMENT_SHARE
+    }
+}
+
+impl std::fmt::Display for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&human(self.0))
+    }
+}
+
+impl std::str::FromStr for MemoryBudget {
+    type Err = String;
+
+    /// `3GiB`, `512MiB`, `2G`, `800M`, `1500000000` (bytes); units are powers of 1024.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" | "kib" => 1 << 10,
+            "m" | "mb" | "mib" => 1 << 20,
+            "g" | "gb" | "gib" => 1 << 30,
+            "t" | "tb" | "tib" => 1 << 40,
+            other => {
+                return Err(format!(
+                    "{s:?} is not a size: unknown unit {other:?} (use B, KiB, MiB, GiB, e.g. 3GiB)"
+                ));
+            }
+        };
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("{s:?} is not a size: give a number and a unit, e.g. 3GiB"))?;
+        if !n.is_finite() || n <= 0.0 {
+            return Err(format!("{s:?} is not a size: it must be positive"));
+        }
+        MemoryBudget::new((n * scale as f64) as u64)
+    }
+}
+
+/// `bytes` for people: `3.0 GiB`, `384 MiB`.
+fn human(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}
+
+/// What a row weighs in a build's memory: its texts, its vectors (`dim` floats each) and a
+/// fixed part for the other fields.
+pub(crate) fn row_bytes(row: &Row, dim: usize) -> u64 {
+    let vectors = if row.title.is_some() { 2 } else { 1 };
+    (row.body.len() + row.title.as_deref().map_or(0, str::len) + 4 * dim * vectors + 256) as u64
+}
+
+/// Where a row goes in a repository's stream: the history (commits and their diffs) by time,
+/// then GitHub's threads and releases by time, then files (docs, wiki, code) by path.
+fn stream_key(r: &Row) -> (u8, Option<i64>, &str, i32, &str) {
+    let group = match r.kind() {
+        RowType::Commit | RowType::Diff => 0,
+        RowType::Doc | RowType::WikiDoc | RowType::Code => 2,
+        _ => 1,
+    };
+    let time = if group == 2 { None } else { r.created_at.map(|t| t.timestamp()) };
+    (group, time, r.entity.as_str(), r.chunk_index, r.id.as_str())
+}
+
+/// Whether a boundary falls after the row `id` of `bytes` bytes: true with probability
+/// `bytes / share`, decided by the id.
+fn boundary_after(id: &str, bytes: u64, share: u64) -> bool {
+    let h = sha256_hex(id.as_bytes());
+    let x = u64::from_str_radix(&h[..12], 16).unwrap_or(0) % (1 << 48);
+    (x as u128) * (share as u128) < (bytes as u128) << 48
+}
+
+/// One build segment's content.
+#[derive(Debug, Default)]
+pub(crate) struct Part {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) files: Vec<FileText>,
+    pub(crate) edges: Vec<Edge>,
+}
+
+/// Cuts a repository's rows into build segments of about `share` bytes each (as
+/// [`row_bytes`] counts them with vectors of `dim` floats): one segment, as it is, when all of
+/// them fit in `share`. A file goes with the segment holding its rows (`file/<path>`), an edge
+/// with the segment holding its source entity; the others with the last segment.
+pub(crate) fn cut(
+    mut rows: Vec<Row>,
+    files: Vec<FileText>,
+    edges: Vec<Edge>,
+    share: u64,
+    dim: usize,
+) -> Vec<Part> {
+    let total: u64 = rows.iter().map(|r| row_bytes(r, dim)).sum();
+    if total <= share {
+        return vec![Part { rows, files, edges }];
+    }
+    rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    let (mut start, mut bytes) = (0usize, 0u64);
+    for (i, r) in rows.iter().enumerate() {
+        let b = row_bytes(r, dim);
+        if i > start && bytes + b > share * SEGMENT_MAX_SHARES {
+            ranges.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += b;
+        if boundary_after(&r.id, b, share) {
+            ranges.push(start..i + 1);
+            (start, bytes) = (i + 1, 0);
+        }
+    }
+    if start < rows.len() {
+        ranges.push(start..rows.len());
+    }
+    // Which segment holds each entity (its first row).
+    let mut home: HashMap<&str, usize> = HashMap::new();
+    for (k, range) in ranges.iter().enumerate() {
+        for r in &rows[range.clone()] {
+            home.entry(r.entity.as_str()).or_insert(k);
+        }
+    }
+    let last = ranges.len() - 1;
+    let mut parts: Vec<Part> = ranges.iter().map(|_| Part::default()).collect();
+    for f in files {
+        let k = home.get(format!("file/{}", f.path).as_str()).copied().unwrap_or(last);
+        parts[k].files.push(f);
+    }
+    for e in edges {
+        let k = home.get(e.source.as_str()).copied().unwrap_or(last);
+        parts[k].edges.push(e);
+    }
+    drop(home);
+    // Split from the end, so each split moves only the rows it takes.
+    for (k, range) in ranges.iter().enumerate().rev() {
+        parts[k].rows = rows.split_off(range.start);
+    }
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn commit(n: usize) -> Row {
+        let mut r = Row::new(RowType::Commit, "o/r", &format!("commit/{n:040x}"), 0);
+        r.created_at = chrono::Utc.timestamp_opt(1_600_000_000 + n as i64 * 60, 0).single();
+        r.set_body(&format!("commit number {n} {}", "x".repeat(500)));
+        r
+    }
+
+    fn ids(parts: &[Part]) -> Vec<Vec<String>> {
+        parts.iter().map(|p| p.rows.iter().map(|r| r.id.clone()).collect()).collect()
+    }
+
+    #[test]
+    fn budgets_parse_with_units_and_name_what_is_wrong() {
+        assert_eq!("3GiB".parse::<MemoryBudget>().unwrap().bytes(), 3 << 30);
+        assert_eq!("512 MiB".parse::<MemoryBudget>().unwrap().bytes(), 512 << 20);
+        assert_eq!("1.5G".parse::<MemoryBudget>().unwrap().bytes(), 3 << 29);
+        assert_eq!("100000000".parse::<MemoryBudget>().unwrap().bytes(), 100_000_000);
+        assert!("3 parsecs".parse::<MemoryBudget>().unwrap_err().contains("unknown unit"));
+        assert!("GiB".parse::<MemoryBudget>().unwrap_err().contains("give a number"));
+        assert!("1MiB".parse::<MemoryBudget>().unwrap_err().contains("at least 64 MiB"));
+        assert!("-5GiB".parse::<MemoryBudget>().is_err());
+    }
+
+    #[test]
+    fn rows_within_the_share_stay_one_segment_in_their_order() {
+        let rows: Vec<Row> = (0..50).map(commit).collect();
+        let before: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let parts = cut(rows, Vec::new(), Vec::new(), 1 << 30, 384);
+        assert_eq!(ids(&parts), vec![before]);
+    }
+
+    #[test]
+    fn a_large_history_is_cut_and_a_new_commit_changes_only_the_last_segment() {
+        let share = 200_000;
+        let rows: Vec<Row> = (0..2000).map(commit).collect();
+        let per_row = row_bytes(&rows[0], 384);
+        let parts = ids(&cut(rows.clone(), Vec::new(), Vec::new(), share, 384));
+        assert!(parts.len() > 5, "{} segments", parts.len());
+        // Every row is in exactly one segment, none over the cap.
+        assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), 2000);
+        assert!(parts.iter().all(|p| p.len() as u64 * per_row <= share * SEGMENT_MAX_SHARES));
+        // Same rows in another order: the same segments.
+        let mut shuffled = rows.clone();
+        shuffled.reverse();
+        assert_eq!(ids(&cut(shuffled, Vec::new(), Vec::new(), share, 384)), parts);
+        // One commit more (the newest): every segment but the last keeps its rows.
+        let mut grown = rows;
+        grown.push(commit(2000));
+        let after = ids(&cut(grown, Vec::new(), Vec::new(), share, 384));
+        let kept = parts.iter().filter(|p| after.contains(p)).count();
+        assert!(kept >= parts.len() - 1, "{kept} of {} segments kept", parts.len());
+    }
+
+    #[test]
+    fn files_and_edges_go_with_the_rows_they_belong_to() {
+        let mut rows: Vec<Row> = (0..600).map(commit).collect();
+        for (i, path) in ["a.rs", "b.rs"].iter().enumerate() {
+            let mut r = Row::new(RowType::Code, "o/r", &format!("file/{path}"), 0);
+            r.set_body(&"fn f() {}\n".repeat(40 + i));
+            rows.push(r);
+        }
+        let file = |p: &str| FileText {
+            path: p.into(),
+            commit_sha: "c".into(),
+            language: None,
+            content: "x".into(),
+        };
+        let edge = |source: String| Edge {
+            kind: hubdex_formats::EdgeKind::Reverts,
+            source_repo: "o/r".into(),
+            source,
+            target_repo: "o/r".into(),
+            target: "commit/0".into(),
+            target_url: None,
+            evidence_id: None,
+            evidence: String::new(),
+        };
+        let source = format!("commit/{:040x}", 3);
+        let parts = cut(
+            rows,
+            vec![file("a.rs"), file("gone.rs")],
+            vec![edge(source.clone()), edge("issue/9".into())],
+            60_000,
+            384,
+        );
+        assert!(parts.len() > 2);
+        let holding = |pred: &dyn Fn(&Part) -> bool| parts.iter().position(pred).unwrap();
+        let a_rows = holding(&|p| p.rows.iter().any(|r| r.entity == "file/a.rs"));
+        assert_eq!(holding(&|p| p.files.iter().any(|f| f.path == "a.rs")), a_rows);
+        assert_eq!(holding(&|p| p.files.iter().any(|f| f.path == "gone.rs")), parts.len() - 1);
+        let src_rows = holding(&|p| p.rows.iter().any(|r| r.entity == source));
+        assert_eq!(holding(&|p| p.edges.iter().any(|e| e.source == source)), src_rows);
+        assert_eq!(holding(&|p| p.edges.iter().any(|e| e.source == "issue/9")), parts.len() - 1);
+    }
+}

@@ -1,0 +1,217 @@
+//! The memory budget (issue 30): a repository whose rows do not fit a build segment's share
+//! is written as several build segments, with the same rows, reused by id, rewritten locally;
+//! and a repository served by several units answers as one served by one.
+//!
+//! These builds embed with `HashEmbedder` (tests and hubdex-bench only): what is checked here
+//! is which rows go where, not what the vectors mean.
+
+use std::path::{Path, PathBuf};
+
+use hubdex_formats::{
+    BuildStats, Edge, FORMAT_VERSION, FileText, Manifest, ManifestSegment, Row, Store, read_edges,
+    read_files, read_rows,
+};
+use hubdex_indexer::{BuildOptions, BuildReport, Config, MemoryBudget, build_with};
+use hubdex_tests::{HashEmbedder, add_commit, synthetic_history};
+use serde_json::{Value, json};
+
+use crate::fixture::{options, runtime, state};
+
+/// A budget whose build segments hold about 2 MB of row data each (a test's history of a few
+/// MB is cut into several).
+fn small_budget() -> MemoryBudget {
+    MemoryBudget::unchecked(16 << 20)
+}
+
+fn build_into(opts: &BuildOptions) -> BuildReport {
+    runtime().block_on(build_with(opts, &HashEmbedder::new(384))).expect("build")
+}
+
+/// A build segment as read back: (entry, rows, files, edges).
+type ReadSegment = (ManifestSegment, Vec<Row>, Vec<FileText>, Vec<Edge>);
+
+/// Every build segment of the current snapshot.
+fn segments(store: &Path) -> Vec<ReadSegment> {
+    let cache = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let store = Store::open(&store.display().to_string()).unwrap();
+        let m = store.latest_manifest().await.unwrap();
+        let mut out = Vec::new();
+        for seg in &m.segments {
+            let dir = store.fetch_segment(seg, cache.path()).await.unwrap();
+            let files = dir.join("files.parquet");
+            let edges = dir.join("edges.parquet");
+            out.push((
+                seg.clone(),
+                read_rows(&dir.join("rows.parquet"), true).unwrap(),
+                if files.exists() { read_files(&files).unwrap() } else { Vec::new() },
+                if edges.exists() { read_edges(&edges).unwrap() } else { Vec::new() },
+            ));
+        }
+        out
+    })
+}
+
+/// The union of the snapshot's rows, files and edges, each sorted.
+fn content(store: &Path) -> (Vec<Row>, Vec<(String, String)>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut files = Vec::new();
+    let mut edges = Vec::new();
+    for (_, r, f, e) in segments(store) {
+        rows.extend(r);
+        files.extend(f.into_iter().map(|f| (f.path, f.content)));
+        edges.extend(e.into_iter().map(|e| format!("{e:?}")));
+    }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
+    files.sort();
+    edges.sort();
+    (rows, files, edges)
+}
+
+fn history(dir: &Path, commits: usize) -> PathBuf {
+    let repo = dir.join("history");
+    synthetic_history(&repo, commits, 11).unwrap();
+    repo
+}
+
+#[test]
+fn a_repository_over_the_budget_is_several_build_segments_holding_one_builds_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = history(dir.path(), 300);
+    let whole = options(&dir.path().join("whole"), &repo);
+    let report = build_into(&whole);
+    assert_eq!(report.segments_written, 1, "{report:?}");
+    let mut cut = options(&dir.path().join("cut"), &repo);
+    cut.memory_budget = small_budget();
+    let report = build_into(&cut);
+    let parts = segments(&dir.path().join("cut"));
+    assert!(parts.len() >= 4, "{} build segments", parts.len());
+    assert_eq!(report.segments_written, parts.len());
+    assert!(parts.iter().all(|(s, ..)| s.repo == "local/history"));
+    // Several segments hold files and some hold edges; together they are one build's.
+    assert!(parts.iter().filter(|(_, _, f, _)| !f.is_empty()).count() > 1);
+    let (rows_a, files_a, edges_a) = content(&dir.path().join("whole"));
+    let (rows_b, files_b, edges_b) = content(&dir.path().join("cut"));
+    assert!(rows_a.len() > 1000, "{} rows", rows_a.len());
+    assert_eq!(rows_a.len(), rows_b.len());
+    for (a, b) in rows_a.iter().zip(&rows_b) {
+        assert_eq!(a, b, "row {} differs", a.id);
+    }
+    assert_eq!(files_a, files_b);
+    assert_eq!(edges_a, edges_b);
+}
+
+#[test]
+fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = history(dir.path(), 400);
+    // The history alone: code rows name the HEAD commit, so a commit changes every segment that
+    // holds code (see docs/architecture.md).
+    let toml = dir.path().join("hubdex.toml");
+    std::fs::write(
+        &toml,
+        format!("[[repos]]\nname = {:?}\ntypes = [\"commit\", \"diff\"]\n", repo.display()),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let mut opts = options(&store, &repo);
+    opts.memory_budget = small_budget();
+    opts.rules = Config::load(&toml).unwrap().rules().unwrap();
+    build_into(&opts);
+    let before: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    assert!(before.len() >= 3, "{} build segments", before.len());
+
+    let again = build_into(&opts);
+    assert!(!again.published, "{again:?}");
+    assert_eq!((again.segments_written, again.segments_unchanged), (0, before.len()));
+
+    add_commit(&repo, "Record the delta in the notes", "notes/delta.dat").unwrap();
+    let delta = build_into(&opts);
+    assert!(delta.published);
+    let after: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let kept = after.iter().filter(|id| before.contains(id)).count();
+    assert_eq!(delta.segments_written, 1, "{delta:?}");
+    assert_eq!(kept, before.len() - 1, "before {before:?}, after {after:?}");
+    assert_eq!(delta.embedded, 2, "the new commit's row and its diff's");
+}
+
+/// Publishes the store's build segments with each served by a unit of its own, as a repository
+/// too large for one unit is.
+fn serve_each_segment_alone(store_dir: &Path) {
+    let work = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let store = Store::open(&store_dir.display().to_string()).unwrap();
+        let prev = store.latest_manifest().await.unwrap();
+        let mut merged = Vec::new();
+        for seg in &prev.segments {
+            let member = store.fetch_segment(seg, &work.path().join("members")).await.unwrap();
+            let id = hubdex_formats::merged_id(std::slice::from_ref(seg));
+            let dir = work.path().join(&id);
+            hubdex_formats::write_merged_segment(&dir, &id, &[member], &prev.model).unwrap();
+            merged.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+        }
+        let now = chrono::Utc::now() + chrono::Duration::seconds(5);
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            snapshot: hubdex_formats::snapshot_id(now, b"each segment alone"),
+            created_at: now,
+            parent: Some(prev.snapshot.clone()),
+            model: prev.model.clone(),
+            build: BuildStats::default(),
+            segments: prev.segments.clone(),
+            merged,
+            earlier_snapshots: None,
+        };
+        store.publish(&manifest, false).await.unwrap();
+    });
+}
+
+async fn tool(st: &std::sync::Arc<hubdex_server::AppState>, name: &str, args: Value) -> Value {
+    let mut v = hubdex_server::call_tool(st, name, args.as_object().unwrap()).await.unwrap();
+    // The snapshot differs; the answer must not.
+    if let Some(o) = v.as_object_mut() {
+        o.remove("snapshot");
+    }
+    v
+}
+
+#[test]
+fn a_repository_served_by_several_units_answers_as_one_served_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = history(dir.path(), 200);
+    let whole = options(&dir.path().join("whole"), &repo);
+    build_into(&whole);
+    let mut cut = options(&dir.path().join("cut"), &repo);
+    cut.memory_budget = small_budget();
+    build_into(&cut);
+    serve_each_segment_alone(&dir.path().join("cut"));
+    let (rows, files, _) = content(&dir.path().join("whole"));
+    // A file and commits held by the last build segment, and a file of the first one.
+    let parts = segments(&dir.path().join("cut"));
+    let last = parts.last().unwrap();
+    let first_file = parts.iter().find_map(|p| p.2.first()).unwrap().path.clone();
+    let last_file = parts.iter().rev().find_map(|p| p.2.last()).unwrap().path.clone();
+    let commit = last.1.iter().chain(&rows).find(|r| r.entity.starts_with("commit/")).unwrap();
+    assert!(files.len() > 10);
+    runtime().block_on(async {
+        let one = state(&dir.path().join("whole")).await;
+        let many = state(&dir.path().join("cut")).await;
+        let snap = many.snapshot(None).await.unwrap();
+        assert_eq!(snap.segments.len(), parts.len(), "one unit per build segment");
+        let calls = [
+            ("read_span", json!({"repo": "local/history", "path": first_file})),
+            ("read_span", json!({"repo": "local/history", "path": last_file})),
+            ("related", json!({"repo": "local/history", "id": format!("file/{last_file}")})),
+            ("related", json!({"repo": "local/history", "id": format!("file/{first_file}")})),
+            ("related", json!({"repo": "local/history", "id": commit.entity})),
+        ];
+        for (name, args) in calls {
+            let a = tool(&one, name, args.clone()).await;
+            let b = tool(&many, name, args.clone()).await;
+            assert_eq!(a, b, "{name} {args}");
+        }
+        let args = json!({"repo": "local/history", "id": format!("file/{last_file}")});
+        let listed = tool(&many, "related", args).await;
+        assert!(listed["count"].as_u64().unwrap_or(0) > 0, "changed_in is listed: {listed}");
+    });
+}
