@@ -105,14 +105,38 @@ pub(crate) fn write_file_store<'a>(
     dir: &Path,
     files: impl Iterator<Item = (&'a str, &'a FileText)>,
 ) -> Result<(), FormatError> {
-    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
-    let (schema, [key, sha, lang, content]) = store_schema();
-    let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv)?;
-    let writer = index
-        .writer_with_num_threads::<tantivy::TantivyDocument>(1, 32 * 1024 * 1024)
-        .map_err(tv)?;
+    let mut w = FileStoreWriter::create(dir)?;
     for (repo, f) in files {
+        w.add(repo, f)?;
+    }
+    w.finish()
+}
+
+/// The file store being written, a file at a time: a merge streams its members' files through
+/// it instead of holding them.
+pub(crate) struct FileStoreWriter {
+    index: tantivy::Index,
+    writer: tantivy::IndexWriter<tantivy::TantivyDocument>,
+    fields: [tantivy::schema::Field; 4],
+    dir: std::path::PathBuf,
+}
+
+impl FileStoreWriter {
+    /// A new, empty file store in `dir`.
+    pub(crate) fn create(dir: &Path) -> Result<Self, FormatError> {
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+        let (schema, fields) = store_schema();
+        let index = tantivy::Index::create_in_dir(dir, schema).map_err(tv)?;
+        let writer = index
+            .writer_with_num_threads::<tantivy::TantivyDocument>(1, 32 * 1024 * 1024)
+            .map_err(tv)?;
+        Ok(FileStoreWriter { index, writer, fields, dir: dir.to_path_buf() })
+    }
+
+    /// Adds the text of one file of `repo`.
+    pub(crate) fn add(&mut self, repo: &str, f: &FileText) -> Result<(), FormatError> {
+        let [key, sha, lang, content] = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
         doc.add_text(key, file_key(repo, &f.path));
         doc.add_text(sha, &f.commit_sha);
@@ -120,9 +144,16 @@ pub(crate) fn write_file_store<'a>(
             doc.add_text(lang, l);
         }
         doc.add_text(content, &f.content);
-        writer.add_document(doc).map_err(tv)?;
+        self.writer
+            .add_document(doc)
+            .map_err(|source| FormatError::Tantivy { path: self.dir.clone(), source })?;
+        Ok(())
     }
-    crate::serving::commit_as_one_segment(&index, writer, dir)
+
+    /// Commits the store as one tantivy segment.
+    pub(crate) fn finish(self) -> Result<(), FormatError> {
+        crate::serving::commit_as_one_segment(&self.index, self.writer, &self.dir)
+    }
 }
 
 /// A read-only, memory-mapped file store.

@@ -19,15 +19,16 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::FormatError;
-use crate::files::{FILES_PARQUET, read_files};
+use crate::files::{FILES_DIR, FILES_PARQUET, FileStoreWriter, read_files};
 use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMeta};
 use crate::row::sha256_hex;
-use crate::rows::read_rows;
+use crate::rows::{Columns, read_rows, row_batches};
 use crate::segment::{
-    IndexInputs, ROWS_PARQUET, VECTORS_USEARCH, finish_meta, read_segment_meta, write_indexes,
+    IndexInputs, ROWS_PARQUET, RowStats, TEXT_DIR, VECTORS_USEARCH, finish_meta, finish_meta_of,
+    read_segment_meta, write_indexes,
 };
-use crate::serving::Analyzers;
-use crate::vectors::{VECTOR_SCALAR, VectorBase};
+use crate::serving::{Analyzers, ServingIndexWriter};
+use crate::vectors::{VECTOR_SCALAR, VectorBase, VectorIndexBuilder};
 
 /// Build segments with fewer rows than this are merged in the first tier.
 pub const MERGE_BELOW_ROWS: u64 = 32_768;
@@ -122,7 +123,111 @@ pub fn merged_id(members: &[ManifestSegment]) -> String {
 /// Writes the merged segment of the build segments in `member_dirs` (verified local copies,
 /// in plan order; only their rows.parquet, files.parquet and edges.parquet are read) into the empty directory
 /// `dir`. Rows keep their members' order, so the merged segment answers with the same rows.
+///
+/// The members are streamed, a batch of rows at a time: the text index and the file store
+/// take their rows and files as they are read, and the vector graph its vectors (main vectors
+/// in row order, then the second ones, as [`crate::write_vector_index_from`] inserts them, so
+/// the files are the same bytes); what a merge holds is the graph, the index writers' buffers
+/// and one batch, not the unit's rows (issue 30).
 pub fn write_merged_segment(
+    dir: &Path,
+    id: &str,
+    member_dirs: &[PathBuf],
+    model: &ModelIdentity,
+) -> Result<SegmentMeta, FormatError> {
+    let mut metas = Vec::with_capacity(member_dirs.len());
+    for m in member_dirs {
+        let meta = read_segment_meta(m)?;
+        if meta.model.model_sha256 != model.model_sha256 {
+            return Err(FormatError::Schema {
+                what: m.display().to_string(),
+                detail: "was built with another model than the snapshot".into(),
+            });
+        }
+        metas.push(meta);
+    }
+    // A first member with a vector graph of the current scalar starts the merged graph.
+    if metas.first().is_some_and(|meta| {
+        meta.has_serving_files() && meta.vector_scalar == VECTOR_SCALAR && meta.rows > 0
+    }) {
+        return write_merged_in_memory(dir, id, member_dirs, model);
+    }
+    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+    let rows: usize = metas.iter().map(|m| m.rows as usize).sum();
+    let seconds: usize = metas.iter().map(|m| m.second_vectors as usize).sum();
+    let text = || -> Result<RowStats, FormatError> {
+        let mut index = ServingIndexWriter::create(&dir.join(TEXT_DIR), &Analyzers::current())?;
+        let mut stats = RowStats::default();
+        for m in member_dirs {
+            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::WithoutVectors)? {
+                for row in &batch? {
+                    stats.add(row);
+                    index.add(row)?;
+                }
+            }
+        }
+        index.finish()?;
+        let mut store: Option<FileStoreWriter> = None;
+        for (m, meta) in member_dirs.iter().zip(&metas) {
+            for f in read_files(&m.join(FILES_PARQUET))? {
+                let w = match &mut store {
+                    Some(w) => w,
+                    None => store.insert(FileStoreWriter::create(&dir.join(FILES_DIR))?),
+                };
+                w.add(&meta.repo, &f)?;
+            }
+        }
+        if let Some(w) = store {
+            w.finish()?;
+        }
+        Ok(stats)
+    };
+    let vectors = || -> Result<u64, FormatError> {
+        let graph = VectorIndexBuilder::new(&dir.join(VECTORS_USEARCH), model.dim, rows + seconds)?;
+        let mut ordinal = 0;
+        for m in member_dirs {
+            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+                for row in &batch? {
+                    graph.add(ordinal, &row.embedding)?;
+                    ordinal += 1;
+                }
+            }
+        }
+        let (mut ordinal, mut second) = (0, 0);
+        for m in member_dirs {
+            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+                for row in &batch? {
+                    if !row.title_embedding.is_empty() {
+                        graph.add_second(ordinal, &row.title_embedding)?;
+                        second += 1;
+                    }
+                    ordinal += 1;
+                }
+            }
+        }
+        graph.save()?;
+        Ok(second)
+    };
+    // The text and vector indexes are independent: built side by side, as write_indexes does.
+    let (text, second) = std::thread::scope(|s| {
+        let text = s.spawn(text);
+        let second = vectors();
+        (text.join(), second)
+    });
+    let mut stats = text.map_err(|_| FormatError::Schema {
+        what: dir.join(TEXT_DIR).display().to_string(),
+        detail: "the text index writer panicked".into(),
+    })??;
+    stats.second_vectors = second?;
+    crate::edges::merge_edge_indexes(dir, member_dirs)?;
+    let members = metas.iter().map(|m| m.id.clone()).collect();
+    let repos = metas.into_iter().map(|m| m.repo).collect();
+    finish_meta_of(dir, id.to_string(), String::new(), stats, model.clone(), members, repos)
+}
+
+/// [`write_merged_segment`] holding every member's rows: only when the first member's vector
+/// graph (format 4) starts the merged one, which needs all vectors at hand to check it.
+fn write_merged_in_memory(
     dir: &Path,
     id: &str,
     member_dirs: &[PathBuf],

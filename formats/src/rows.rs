@@ -101,26 +101,57 @@ pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatErr
 /// Reads the rows of a rows.parquet file, with their embeddings (and title embeddings) when
 /// `with_embeddings`.
 pub fn read_rows(path: &Path, with_embeddings: bool) -> Result<Vec<Row>, FormatError> {
+    let columns = if with_embeddings { Columns::All } else { Columns::WithoutVectors };
+    let mut rows = Vec::new();
+    for batch in row_batches(path, columns)? {
+        rows.extend(batch?);
+    }
+    Ok(rows)
+}
+
+/// Which columns of rows.parquet a reader decodes (a row's identity, `id`, `type`, `repo` and
+/// `entity`, always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Columns {
+    All,
+    /// Every column but the two vectors.
+    WithoutVectors,
+    /// The identity and the two vectors.
+    Vectors,
+}
+
+/// Reads rows.parquet a batch of [`ROW_GROUP_ROWS`] rows at a time, decoding `columns`: what
+/// holds one batch in memory, not the file.
+pub(crate) fn row_batches(
+    path: &Path,
+    columns: Columns,
+) -> Result<impl Iterator<Item = Result<Vec<Row>, FormatError>>, FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(|e| FormatError::io(path, e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
     let schema = builder.schema().clone();
     let keep: Vec<usize> = (0..schema.fields().len())
         .filter(|&i| {
-            with_embeddings
-                || !matches!(schema.field(i).name().as_str(), "embedding" | "title_embedding")
+            let name = schema.field(i).name().as_str();
+            let vector = matches!(name, "embedding" | "title_embedding");
+            match columns {
+                Columns::All => true,
+                Columns::WithoutVectors => !vector,
+                Columns::Vectors => vector || matches!(name, "id" | "type" | "repo" | "entity"),
+            }
         })
         .collect();
     let mask = ProjectionMask::roots(builder.parquet_schema(), keep);
     let reader =
         builder.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(pq)?;
-    let mut rows = Vec::new();
-    for batch in reader {
+    let path = path.to_path_buf();
+    Ok(reader.map(move |batch| {
         let batch = batch?;
+        let mut rows = Vec::with_capacity(batch.num_rows());
         batch_to_rows(&batch, &mut rows)
             .map_err(|detail| FormatError::Schema { what: path.display().to_string(), detail })?;
-    }
-    Ok(rows)
+        Ok(rows)
+    }))
 }
 
 /// Generates [`row_schema`], the writer's columns and [`batch_to_rows`] from one list of

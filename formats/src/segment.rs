@@ -244,27 +244,66 @@ pub(crate) fn finish_meta(
     members: Vec<String>,
     repos: Vec<String>,
 ) -> Result<SegmentMeta, FormatError> {
+    let mut stats = RowStats::default();
+    for r in rows {
+        stats.add(r);
+        if !r.title_embedding.is_empty() {
+            stats.second_vectors += 1;
+        }
+    }
+    finish_meta_of(dir, id, repo, stats, model, members, repos)
+}
+
+/// What segment.json says of a segment's rows, gathered a row at a time.
+#[derive(Debug, Default)]
+pub(crate) struct RowStats {
+    rows: u64,
+    rows_per_type: BTreeMap<String, u64>,
+    /// Rows with a second (title) vector: counted by whoever sees the vectors.
+    pub(crate) second_vectors: u64,
+    oldest_updated_at: Option<chrono::DateTime<Utc>>,
+    newest_updated_at: Option<chrono::DateTime<Utc>>,
+}
+
+impl RowStats {
+    /// Counts one row (all but its vectors).
+    pub(crate) fn add(&mut self, r: &Row) {
+        self.rows += 1;
+        *self.rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
+        if let Some(t) = r.updated_at {
+            self.oldest_updated_at = Some(self.oldest_updated_at.map_or(t, |o| o.min(t)));
+            self.newest_updated_at = Some(self.newest_updated_at.map_or(t, |n| n.max(t)));
+        }
+    }
+}
+
+/// [`finish_meta`] from counts gathered as the rows went by.
+pub(crate) fn finish_meta_of(
+    dir: &Path,
+    id: String,
+    repo: String,
+    stats: RowStats,
+    model: ModelIdentity,
+    members: Vec<String>,
+    repos: Vec<String>,
+) -> Result<SegmentMeta, FormatError> {
     let mut files = Vec::new();
     for rel in list_files(dir)? {
         let (sha256, bytes) = hash_file(&dir.join(&rel))?;
         files.push(FileEntry { path: rel, bytes, sha256 });
-    }
-    let mut rows_per_type: BTreeMap<String, u64> = BTreeMap::new();
-    for r in rows {
-        *rows_per_type.entry(r.kind().as_str().to_string()).or_default() += 1;
     }
     let meta = SegmentMeta {
         format_version: FORMAT_VERSION,
         id,
         repo,
         created_at: Utc::now(),
-        rows: rows.len() as u64,
-        rows_per_type,
+        rows: stats.rows,
+        rows_per_type: stats.rows_per_type,
         model,
         vector_scalar: VECTOR_SCALAR.to_string(),
-        second_vectors: rows.iter().filter(|r| !r.title_embedding.is_empty()).count() as u64,
-        oldest_updated_at: rows.iter().filter_map(|r| r.updated_at).min(),
-        newest_updated_at: rows.iter().filter_map(|r| r.updated_at).max(),
+        second_vectors: stats.second_vectors,
+        oldest_updated_at: stats.oldest_updated_at,
+        newest_updated_at: stats.newest_updated_at,
         files,
         members,
         repos,

@@ -258,23 +258,48 @@ pub(crate) fn write_serving_index<'a>(
     rows: impl Iterator<Item = &'a Row>,
     an: &Analyzers,
 ) -> Result<(), FormatError> {
-    let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-    std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
-    let (schema, f) = schema(an);
-    let settings = IndexSettings {
-        sort_by_field: Some(IndexSortByField { field: "ord".into(), order: Order::Asc }),
-        ..IndexSettings::default()
-    };
-    let index =
-        Index::builder().schema(schema).settings(settings).create_in_dir(dir).map_err(tv)?;
-    register_analyzers(&index);
-    let writer =
-        index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
-    writer.set_merge_policy(Box::new(NoMergePolicy));
-    let mut n = 0u64;
-    for (ord, row) in rows.enumerate() {
+    let mut w = ServingIndexWriter::create(dir, an)?;
+    for row in rows {
+        w.add(row)?;
+    }
+    w.finish()
+}
+
+/// The serving index being written, a row at a time (ordinal = the order rows are added): a
+/// merge streams its members' rows through it instead of holding them.
+pub(crate) struct ServingIndexWriter {
+    index: Index,
+    writer: tantivy::IndexWriter<TantivyDocument>,
+    f: Fields,
+    dir: std::path::PathBuf,
+    n: u64,
+}
+
+impl ServingIndexWriter {
+    /// A new, empty serving index in `dir`.
+    pub(crate) fn create(dir: &Path, an: &Analyzers) -> Result<Self, FormatError> {
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
+        let (schema, f) = schema(an);
+        let settings = IndexSettings {
+            sort_by_field: Some(IndexSortByField { field: "ord".into(), order: Order::Asc }),
+            ..IndexSettings::default()
+        };
+        let index =
+            Index::builder().schema(schema).settings(settings).create_in_dir(dir).map_err(tv)?;
+        register_analyzers(&index);
+        let writer =
+            index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        Ok(ServingIndexWriter { index, writer, f, dir: dir.to_path_buf(), n: 0 })
+    }
+
+    /// Adds the next row (its ordinal is the number of rows added before it).
+    pub(crate) fn add(&mut self, row: &Row) -> Result<(), FormatError> {
+        let tv = |source| FormatError::Tantivy { path: self.dir.clone(), source };
+        let f = &self.f;
         let mut doc = TantivyDocument::default();
-        doc.add_u64(f.ord, ord as u64);
+        doc.add_u64(f.ord, self.n);
         doc.add_text(f.id, &row.id);
         doc.add_text(f.row_type, row.kind().as_str());
         doc.add_text(f.repo, &row.repo);
@@ -320,28 +345,38 @@ pub(crate) fn write_serving_index<'a>(
         }
         let json = serde_json::to_vec(row).map_err(|e| FormatError::json(&row.id, e))?;
         doc.add_bytes(f.row, &json);
-        writer.add_document(doc).map_err(tv)?;
-        n += 1;
+        self.writer.add_document(doc).map_err(tv)?;
+        self.n += 1;
+        Ok(())
     }
-    commit_as_one_segment(&index, writer, dir)?;
-    // The doc id must be the ordinal: check it once here rather than trust it on every read.
-    let reader = index.reader().map_err(tv)?;
-    let searcher = reader.searcher();
-    let bad = |detail: String| FormatError::Schema { what: dir.display().to_string(), detail };
-    if searcher.num_docs() != n || searcher.segment_readers().len() > 1 {
-        return Err(bad(format!(
-            "index holds {} docs in {} segments, expected {n} in one",
-            searcher.num_docs(),
-            searcher.segment_readers().len()
-        )));
-    }
-    if let Some(seg) = searcher.segment_readers().first() {
-        let ords = seg.fast_fields().u64("ord").map_err(tv)?;
-        if let Some(doc) = (0..seg.max_doc()).find(|&d| ords.first(d) != Some(d as u64)) {
-            return Err(bad(format!("doc {doc} is not ordinal {doc}: the index is not sorted")));
+
+    /// Commits the index as one tantivy segment and checks that doc id = ordinal.
+    pub(crate) fn finish(self) -> Result<(), FormatError> {
+        let ServingIndexWriter { index, writer, dir, n, .. } = self;
+        let dir = dir.as_path();
+        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
+        commit_as_one_segment(&index, writer, dir)?;
+        // The doc id must be the ordinal: check it once here rather than trust it on every read.
+        let reader = index.reader().map_err(tv)?;
+        let searcher = reader.searcher();
+        let bad = |detail: String| FormatError::Schema { what: dir.display().to_string(), detail };
+        if searcher.num_docs() != n || searcher.segment_readers().len() > 1 {
+            return Err(bad(format!(
+                "index holds {} docs in {} segments, expected {n} in one",
+                searcher.num_docs(),
+                searcher.segment_readers().len()
+            )));
         }
+        if let Some(seg) = searcher.segment_readers().first() {
+            let ords = seg.fast_fields().u64("ord").map_err(tv)?;
+            if let Some(doc) = (0..seg.max_doc()).find(|&d| ords.first(d) != Some(d as u64)) {
+                return Err(bad(format!(
+                    "doc {doc} is not ordinal {doc}: the index is not sorted"
+                )));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A filter compiled against one serving index.

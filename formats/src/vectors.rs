@@ -62,6 +62,39 @@ pub struct VectorBase<'a> {
     pub rows: usize,
 }
 
+/// The vector index being built a vector at a time (no first graph to start from): a merge
+/// streams its members' vectors into it, main vectors in row order, then the second vectors,
+/// as [`write_vector_index_from`] inserts them, so the file is the same.
+pub(crate) struct VectorIndexBuilder {
+    index: Index,
+    path: std::path::PathBuf,
+}
+
+impl VectorIndexBuilder {
+    /// An empty index of `dim` dimensions with room for `capacity` vectors.
+    pub(crate) fn new(path: &Path, dim: usize, capacity: usize) -> Result<Self, FormatError> {
+        let err = vector_error(path);
+        let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
+        index.reserve(capacity.max(1)).map_err(&err)?;
+        Ok(VectorIndexBuilder { index, path: path.to_path_buf() })
+    }
+
+    /// Adds the main vector of row `ordinal`.
+    pub(crate) fn add(&self, ordinal: usize, v: &[f32]) -> Result<(), FormatError> {
+        self.index.add(ordinal as u64, v).map_err(vector_error(&self.path))
+    }
+
+    /// Adds the second (title) vector of row `ordinal`.
+    pub(crate) fn add_second(&self, ordinal: usize, v: &[f32]) -> Result<(), FormatError> {
+        self.index.add(SECOND_VECTOR + ordinal as u64, v).map_err(vector_error(&self.path))
+    }
+
+    /// Writes the index to its file.
+    pub(crate) fn save(self) -> Result<(), FormatError> {
+        self.index.save(utf8(&self.path)?).map_err(vector_error(&self.path))
+    }
+}
+
 /// [`write_vector_index`], starting from `base`'s graph when given: only the vectors of
 /// ordinals from `base.rows` on are inserted (what a merge of segments costs is then the
 /// members after the first, not all of them). Deterministic either way.

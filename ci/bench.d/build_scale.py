@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""The build at scale (issue 30): peak memory and speed of a build as the history grows.
+
+  build_scale.py HUBDEX_BENCH WORK SIZES [--fd-bundle PATH --model DIR] [--json]
+
+For each size (commits, e.g. 10000,40000) a synthetic history is written once
+(`hubdex-bench history`: git fast-import, commits with multi-file diffs, code at HEAD) and
+cached under WORK. Each build runs in a process of its own (`hubdex-bench build`), so the peak
+RSS it reports (VmHWM) is that build's. These builds embed with a cheap deterministic hash
+embedder, labelled so: the model would take hours at these sizes, and what is measured is
+everything but embedding. Per size:
+
+  - one segment: the build with a budget so large the repository stays one build segment
+    (what every build was before the memory budget);
+  - budget: the same history under the default budget (3 GiB) and under 256 MiB;
+  - rebuild: the 256 MiB store built again with nothing changed;
+  - delta: one commit more, then built again (what it embeds, writes, and its time).
+
+With --fd-bundle and --model, the real model's peak on a real repository: sharkdp/fd (from
+the bundle in ../shared/eval), built with the model and the default budget.
+
+Prints a table with ratios (peak against the smallest size, budget against one segment), or
+one JSON object with --json. Reports, never asserts.
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_json(cmd: list[str]) -> dict:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def history(bench: str, work: Path, commits: int) -> Path:
+    """The cached synthetic history of `commits` commits."""
+    done = work / f"history-{commits}.done"
+    repo = work / f"history-{commits}"
+    if not done.exists():
+        shutil.rmtree(repo, ignore_errors=True)
+        print(f"build-scale: writing a history of {commits} commits", file=sys.stderr)
+        run_json([bench, "history", "--out", str(repo), "--commits", str(commits)])
+        done.write_text("ok\n")
+    return repo
+
+
+def build(bench: str, source: Path, store: Path, budget: str, extra: list[str] = ()) -> dict:
+    cmd = [bench, "build", "--source", str(source), "--store", str(store), "--budget", budget]
+    return run_json(cmd + list(extra))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("work", type=Path)
+    ap.add_argument("sizes")
+    ap.add_argument("--fd-bundle", type=Path)
+    ap.add_argument("--model")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    a.work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for commits in [int(s) for s in a.sizes.split(",") if s]:
+        pristine = history(a.bench, a.work, commits)
+        run = a.work / f"scale-{commits}"
+        shutil.rmtree(run, ignore_errors=True)
+        # A clone per run: the delta commits into it, the cached history stays as written.
+        src = run / "src" / "history"
+        subprocess.run(["git", "clone", "-q", str(pristine), str(src)], check=True)
+        steps = [
+            ("one segment", "whole", "1024GiB", []),
+            ("default budget (3 GiB)", "default", "3GiB", []),
+            ("budget 256 MiB", "cut", "256MiB", []),
+            ("rebuild, nothing changed", "cut", "256MiB", []),
+            ("delta: one commit", "cut", "256MiB", ["--add-commit", "One commit more"]),
+        ]
+        for label, store, budget, extra in steps:
+            print(f"build-scale: {commits} commits, {label}", file=sys.stderr)
+            r = build(a.bench, src, run / store, budget, extra)
+            results.append({"commits": commits, "step": label, **r})
+        shutil.rmtree(run, ignore_errors=True)
+    fd = None
+    if a.fd_bundle and a.model and a.fd_bundle.exists():
+        run = a.work / "scale-fd"
+        shutil.rmtree(run, ignore_errors=True)
+        src = run / "src" / "fd"
+        subprocess.run(["git", "clone", "-q", str(a.fd_bundle), str(src)], check=True)
+        print("build-scale: sharkdp/fd with the model", file=sys.stderr)
+        fd = run_json([a.bench, "build", "--source", str(src), "--store", str(run / "store"),
+                       "--embedder", a.model])
+        shutil.rmtree(run, ignore_errors=True)
+    if a.json:
+        print(json.dumps({"build_scale": results, "fd_with_model": fd}))
+        return
+    print("\n## The build at scale (synthetic histories, hash embedder: not a model)\n")
+    print("| commits | rows | build | segments written / unchanged | seconds | "
+          "non-embedding rows/s | peak RSS MiB | peak vs one segment | peak vs smallest size |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    first = {}
+    whole = {}
+    for r in results:
+        peak = r["peak_rss_kib"] / 1024
+        first.setdefault(r["step"], peak)
+        if r["step"] == "one segment":
+            whole[r["commits"]] = peak
+        vs_whole = peak / whole[r["commits"]] if r["commits"] in whole else float("nan")
+        print(f"| {r['commits']:,} | {r['rows']:,} | {r['step']} | {r['segments_written']} / "
+              f"{r['segments_unchanged']} | {r['seconds']:.1f} | "
+              f"{r['non_embedding_rows_per_s']:,.0f} | {peak:,.0f} | {vs_whole:.2f} | "
+              f"{peak / first[r['step']]:.2f} |")
+    if fd:
+        print(f"\nsharkdp/fd with the model ({fd['rows']:,} rows, {fd['embedded']:,} embedded, "
+              f"budget {fd['budget']}): peak RSS {fd['peak_rss_kib'] / 1024:,.0f} MiB, "
+              f"{fd['seconds']:.0f} s, embedding {fd['embedded'] / max(fd['embed_seconds'], 1e-9):.1f} rows/s")
+    elif a.fd_bundle:
+        print(f"\nsharkdp/fd with the model: skipped ({a.fd_bundle} or the model is missing)")
+
+
+if __name__ == "__main__":
+    main()
