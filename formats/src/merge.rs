@@ -225,9 +225,10 @@ pub fn write_merged_segment(
     finish_meta_of(dir, id.to_string(), String::new(), stats, model.clone(), members, repos)
 }
 
-/// [`write_merged_segment`] holding every member's rows: only when the first member's vector
-/// graph (format 4) starts the merged one, which needs all vectors at hand to check it.
-fn write_merged_in_memory(
+/// [`write_merged_segment`] holding every member's rows, as every merge did before merges
+/// streamed: what a merge whose first member's vector graph (format 4) starts the merged one
+/// does, and what `hubdex-bench merge` measures the streaming merge against. The same files.
+pub fn write_merged_in_memory(
     dir: &Path,
     id: &str,
     member_dirs: &[PathBuf],

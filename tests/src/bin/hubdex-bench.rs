@@ -13,6 +13,8 @@
 //!   latency and how much of the top 10 and 50 is the same.
 //! - `embedder-memory`: the anonymous memory a query embedder built one way costs, its query
 //!   latency, and whether its vectors are the indexer's bytes (one way per process).
+//! - `merge`: writes the merged segment of the largest merge group of a store, streaming its
+//!   members or holding them (one way per process, so the peak RSS is that way's).
 //! - `history`: writes a synthetic git history (`git fast-import`) of N commits.
 //! - `build`: one build of a local repository into a store, as `hubdex-index build` runs it,
 //!   with the model or with the cheap hash embedder (labelled so): rows, segments, seconds
@@ -113,6 +115,14 @@ enum Command {
         /// Also write the vectors (JSON), to compare two builds' bytes.
         #[arg(long)]
         vectors_out: Option<PathBuf>,
+    },
+    /// One merge, streamed or held in memory (issue 30): seconds and peak RSS.
+    Merge {
+        #[arg(long)]
+        store: PathBuf,
+        /// `streaming` (what hubdex does) or `in-memory` (every member's rows held).
+        #[arg(long)]
+        way: String,
     },
     /// A synthetic history for the build-scale bench (issue 30).
     History {
@@ -835,6 +845,37 @@ async fn embed_bench(
     )
 }
 
+/// Writes the merged segment of the store's largest merge group one way.
+async fn merge_bench(store_dir: &Path, way: &str) -> anyhow::Result<Value> {
+    let store = Store::open(store_dir.to_str().context("utf-8 store path")?)?;
+    let manifest = store.latest_manifest().await?;
+    let group = hubdex_formats::plan_merges(&manifest.segments)
+        .into_iter()
+        .max_by_key(|g| g.iter().map(|s| s.rows).sum::<u64>())
+        .context("the store has nothing to merge")?;
+    let cache = store_dir.with_extension("merge-bench");
+    let mut dirs = Vec::new();
+    for seg in &group {
+        dirs.push(store.fetch_segment(seg, &cache).await?);
+    }
+    let start_kib = status_kib("VmHWM:");
+    let out = cache.join(format!("out-{way}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let id = hubdex_formats::merged_id(&group);
+    let t = Instant::now();
+    let meta = match way {
+        "streaming" => hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model)?,
+        "in-memory" => hubdex_formats::write_merged_in_memory(&out, &id, &dirs, &manifest.model)?,
+        other => anyhow::bail!("--way {other:?}: streaming or in-memory"),
+    };
+    let seconds = t.elapsed().as_secs_f64();
+    let vectors = hubdex_formats::hash_file(&out.join("vectors.usearch"))?.0;
+    std::fs::remove_dir_all(&out)?;
+    Ok(json!({"way": way, "members": group.len(), "rows": meta.rows, "seconds": seconds,
+              "peak_rss_kib": status_kib("VmHWM:"), "peak_before_merge_kib": start_kib,
+              "vectors_sha256": vectors}))
+}
+
 /// One build, as issue 30's build-scale bench runs it (one per process: the peak is its own).
 async fn build_bench(
     source: &Path,
@@ -962,6 +1003,7 @@ fn main() -> anyhow::Result<()> {
         Command::Embed { base, model, n, texts_out, vectors_out } => {
             rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
         }
+        Command::Merge { store, way } => rt.block_on(merge_bench(&store, &way))?,
         Command::History { out, commits, seed } => {
             let t = Instant::now();
             hubdex_tests::synthetic_history(&out, commits, seed)?;
