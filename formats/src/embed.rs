@@ -17,6 +17,21 @@ pub const MAX_TOKENS: usize = 256;
 /// Texts run through the model at once.
 pub const BATCH_SIZE: usize = 32;
 
+/// Tokens one batch may hold on the CPU (its texts × its longest text's tokens, as padded): a
+/// batch of long texts is smaller than [`BATCH_SIZE`] (two texts of 256 tokens, sixteen of
+/// 32), so ONNX Runtime's buffers for the largest batches stay small. Measured on 1,024 texts
+/// (docs/performance.md, "The build at scale, round 1"): peak RSS 935–946 → 283 MiB, chunks/s
+/// 20.0–24.8 → 26.0 (less padding), the same vector bytes. On CUDA batches stay
+/// [`BATCH_SIZE`] texts: small batches cost a GPU throughput, and it was not measured there.
+pub const BATCH_TOKENS: usize = 512;
+
+/// The tokens a text is taken to have when batches are formed before tokenising: a byte in
+/// three plus the two special tokens, at most [`MAX_TOKENS`] (WordPiece over English and code
+/// gives about one token per three to four bytes, so this rarely underestimates).
+fn estimated_tokens(text: &str) -> usize {
+    (text.len() / 3 + 2).min(MAX_TOKENS)
+}
+
 /// Where inference runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Device {
@@ -73,6 +88,8 @@ impl TextEmbedder for Embedder {
 /// on one lock.
 pub struct Embedder {
     sessions: Vec<Mutex<Session>>,
+    /// [`BATCH_TOKENS`], unless a measurement changes it.
+    batch_tokens: usize,
     tokenizer: Tokenizer,
     identity: ModelIdentity,
     token_type_ids: bool,
@@ -223,6 +240,7 @@ impl Embedder {
             .map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let mut embedder = Embedder {
             sessions,
+            batch_tokens: if device == Device::Cuda { usize::MAX } else { BATCH_TOKENS },
             tokenizer,
             identity: ModelIdentity {
                 name,
@@ -243,8 +261,15 @@ impl Embedder {
         &self.identity
     }
 
-    /// Embeds texts: sorted by length into batches so padding stays small, results in input
-    /// order. `progress` is called with the number of texts finished after each batch.
+    /// Sets the tokens one batch may hold (`usize::MAX`: batches of [`BATCH_SIZE`] texts
+    /// whatever their length, as before [`BATCH_TOKENS`]): `hubdex-bench embed` measures both.
+    pub fn set_batch_tokens(&mut self, tokens: usize) {
+        self.batch_tokens = tokens.max(1);
+    }
+
+    /// Embeds texts: sorted by length into batches so padding stays small, at most
+    /// [`BATCH_SIZE`] texts and about [`BATCH_TOKENS`] tokens a batch; results in input order.
+    /// `progress` is called with the number of texts finished after each batch.
     pub fn embed(
         &self,
         texts: &[&str],
@@ -253,12 +278,24 @@ impl Embedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH_SIZE) {
+        let mut start = 0;
+        while start < order.len() {
+            // Sorted by length: the text a batch adds last is its longest.
+            let mut end = start + 1;
+            while end < order.len()
+                && end - start < BATCH_SIZE
+                && (end - start + 1).saturating_mul(estimated_tokens(texts[order[end]]))
+                    <= self.batch_tokens
+            {
+                end += 1;
+            }
+            let chunk = &order[start..end];
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
                 out[i] = v;
             }
             progress(chunk.len());
+            start = end;
         }
         Ok(out)
     }

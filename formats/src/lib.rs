@@ -56,7 +56,8 @@ pub use edges::{
     entity_web_path, read_edges, write_edges,
 };
 pub use embed::{
-    BATCH_SIZE, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder, normalised,
+    BATCH_SIZE, BATCH_TOKENS, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder,
+    normalised,
 };
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};

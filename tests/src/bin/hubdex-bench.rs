@@ -115,6 +115,9 @@ enum Command {
         /// Also write the vectors (JSON), to compare two builds' bytes.
         #[arg(long)]
         vectors_out: Option<PathBuf>,
+        /// Tokens a batch may hold (0: batches of 32 texts whatever their length).
+        #[arg(long, default_value_t = hubdex_formats::BATCH_TOKENS)]
+        batch_tokens: usize,
     },
     /// One merge, streamed or held in memory (issue 30): seconds and peak RSS.
     Merge {
@@ -824,13 +827,15 @@ async fn embed_bench(
     n: usize,
     texts_out: &Path,
     vectors_out: Option<&Path>,
+    batch_tokens: usize,
 ) -> anyhow::Result<Value> {
     let cache = tempfile::tempdir()?;
     let (rows, _) = base_rows(&[base.to_string()], cache.path()).await?;
     let step = (rows.len() / n).max(1);
     let texts: Vec<String> = rows.iter().step_by(step).take(n).map(Row::embedding_text).collect();
     std::fs::write(texts_out, serde_json::to_vec(&texts)?)?;
-    let embedder = Embedder::load(model, Device::Cpu)?;
+    let mut embedder = Embedder::load(model, Device::Cpu)?;
+    embedder.set_batch_tokens(if batch_tokens == 0 { usize::MAX } else { batch_tokens });
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     embedder.embed(&refs[..refs.len().min(32)], |_| {})?; // warm-up
     let t = Instant::now();
@@ -840,7 +845,7 @@ async fn embed_bench(
         std::fs::write(path, serde_json::to_vec(&vectors)?)?;
     }
     Ok(
-        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "seconds": s, "chunks_per_s": texts.len() as f64 / s,
+        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "batch_tokens": batch_tokens, "seconds": s, "chunks_per_s": texts.len() as f64 / s,
                "peak_rss_kib": status_kib("VmHWM:"), "rss_kib": status_kib("VmRSS:")}),
     )
 }
@@ -1000,9 +1005,9 @@ fn main() -> anyhow::Result<()> {
         Command::Sparse { store, queries, n, plan, rounds } => {
             rt.block_on(sparse_bench(&store, &queries, n, &plan, rounds))?
         }
-        Command::Embed { base, model, n, texts_out, vectors_out } => {
-            rt.block_on(embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref()))?
-        }
+        Command::Embed { base, model, n, texts_out, vectors_out, batch_tokens } => rt.block_on(
+            embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref(), batch_tokens),
+        )?,
         Command::Merge { store, way } => rt.block_on(merge_bench(&store, &way))?,
         Command::History { out, commits, seed } => {
             let t = Instant::now();
