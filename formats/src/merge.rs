@@ -43,12 +43,14 @@ pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
 /// served alone.
 pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 
-/// Whether a boundary falls after a repository of `rows` rows: true with probability
-/// `rows / target`, decided by the repository's name.
-fn boundary_after(repo: &str, rows: u64, target: u64) -> bool {
-    let h = sha256_hex(repo.as_bytes());
+/// Whether a content-defined boundary falls after the item `key` of weight `weight`: true with
+/// probability `weight / target`, decided by a hash of the key, not by chance. The merge policy
+/// cuts repositories (weighed in rows) into units with it, and the indexer a repository's rows
+/// (weighed in bytes) into build segments.
+pub fn boundary_after(key: &str, weight: u64, target: u64) -> bool {
+    let h = sha256_hex(key.as_bytes());
     let x = u64::from_str_radix(&h[..12], 16).unwrap_or(0) % (1 << 48);
-    (x as u128) * (target as u128) < (rows as u128) << 48
+    (x as u128) * (target as u128) < (weight as u128) << 48
 }
 
 /// Cuts `tier` (in repository order) into content-defined groups of about `target` rows, none
@@ -186,7 +188,7 @@ pub fn write_merged_segment(
         let graph = VectorIndexBuilder::new(&dir.join(VECTORS_USEARCH), model.dim, rows + seconds)?;
         let mut ordinal = 0;
         for m in member_dirs {
-            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Embedding)? {
                 for row in &batch? {
                     graph.add(ordinal, &row.embedding)?;
                     ordinal += 1;
@@ -195,7 +197,7 @@ pub fn write_merged_segment(
         }
         let (mut ordinal, mut second) = (0, 0);
         for m in member_dirs {
-            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::TitleEmbedding)? {
                 for row in &batch? {
                     if !row.title_embedding.is_empty() {
                         graph.add_second(ordinal, &row.title_embedding)?;

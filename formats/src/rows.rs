@@ -116,8 +116,10 @@ pub(crate) enum Columns {
     All,
     /// Every column but the two vectors.
     WithoutVectors,
-    /// The identity and the two vectors.
-    Vectors,
+    /// The identity and the main vector.
+    Embedding,
+    /// The identity and the second (title) vector.
+    TitleEmbedding,
 }
 
 /// Reads rows.parquet a batch of [`ROW_GROUP_ROWS`] rows at a time, decoding `columns`: what
@@ -137,7 +139,11 @@ pub(crate) fn row_batches(
             match columns {
                 Columns::All => true,
                 Columns::WithoutVectors => !vector,
-                Columns::Vectors => vector || matches!(name, "id" | "type" | "repo" | "entity"),
+                Columns::Embedding | Columns::TitleEmbedding => {
+                    let wanted =
+                        if columns == Columns::Embedding { "embedding" } else { "title_embedding" };
+                    name == wanted || matches!(name, "id" | "type" | "repo" | "entity")
+                }
             }
         })
         .collect();

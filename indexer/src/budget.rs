@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use hubdex_formats::{Edge, FileText, Row, RowType, sha256_hex};
+use hubdex_formats::{Edge, FileText, Row, RowType, boundary_after};
 
 /// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
@@ -84,31 +84,36 @@ impl std::fmt::Display for MemoryBudget {
 impl std::str::FromStr for MemoryBudget {
     type Err = String;
 
-    /// `3GiB`, `512MiB`, `2G`, `800M`, `1500000000` (bytes); units are powers of 1024.
+    /// A size ([`parse_size`]) of at least [`MIN_MEMORY_BUDGET`].
     fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim();
-        let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-        let (number, unit) = t.split_at(split);
-        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "b" => 1,
-            "k" | "kb" | "kib" => 1 << 10,
-            "m" | "mb" | "mib" => 1 << 20,
-            "g" | "gb" | "gib" => 1 << 30,
-            "t" | "tb" | "tib" => 1 << 40,
-            other => {
-                return Err(format!(
-                    "{s:?} is not a size: unknown unit {other:?} (use B, KiB, MiB, GiB, e.g. 3GiB)"
-                ));
-            }
-        };
-        let n: f64 = number
-            .parse()
-            .map_err(|_| format!("{s:?} is not a size: give a number and a unit, e.g. 3GiB"))?;
-        if !n.is_finite() || n <= 0.0 {
-            return Err(format!("{s:?} is not a size: it must be positive"));
-        }
-        MemoryBudget::new((n * scale as f64) as u64)
+        MemoryBudget::new(parse_size(s)?)
     }
+}
+
+/// `3GiB`, `512MiB`, `2G`, `800M`, `1500000000` (bytes) in bytes; units are powers of 1024.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "{s:?} is not a size: unknown unit {other:?} (use B, KiB, MiB, GiB, e.g. 3GiB)"
+            ));
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size: give a number and a unit, e.g. 3GiB"))?;
+    if !n.is_finite() || n <= 0.0 {
+        return Err(format!("{s:?} is not a size: it must be positive"));
+    }
+    Ok((n * scale as f64) as u64)
 }
 
 /// `bytes` for people: `3.0 GiB`, `384 MiB`.
@@ -137,14 +142,6 @@ fn stream_key(r: &Row) -> (u8, Option<i64>, &str, i32, &str) {
     };
     let time = if group == 2 { None } else { r.created_at.map(|t| t.timestamp()) };
     (group, time, r.entity.as_str(), r.chunk_index, r.id.as_str())
-}
-
-/// Whether a boundary falls after the row `id` of `bytes` bytes: true with probability
-/// `bytes / share`, decided by the id.
-fn boundary_after(id: &str, bytes: u64, share: u64) -> bool {
-    let h = sha256_hex(id.as_bytes());
-    let x = u64::from_str_radix(&h[..12], 16).unwrap_or(0) % (1 << 48);
-    (x as u128) * (share as u128) < (bytes as u128) << 48
 }
 
 /// One build segment's content.

@@ -492,9 +492,8 @@ pub(crate) async fn embed_one(
     drop(wanted);
     let pb = bar(mp, 0, "embed");
     let mut entries = Vec::with_capacity(count);
-    for (k, part) in parts.into_iter().enumerate() {
+    for (k, (part, (input, same))) in parts.into_iter().zip(inputs).enumerate() {
         let budget::Part { mut rows, mut files, mut edges } = part;
-        let (input, same) = std::mem::take(&mut inputs[k]);
         if let Some(entry) = same {
             report.segments_unchanged += 1;
             report.reused += rows.len() as u64;

@@ -18,7 +18,7 @@ mod progress;
 mod refs;
 mod stages;
 
-pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget};
+pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget, parse_size};
 pub use build::{BuildOptions, BuildReport, build, build_with};
 pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
 pub use embed_bench::{EmbedBenchReport, embed_bench, embed_bench_corpus};

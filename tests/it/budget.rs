@@ -39,13 +39,12 @@ fn segments(store: &Path) -> Vec<ReadSegment> {
         let mut out = Vec::new();
         for seg in &m.segments {
             let dir = store.fetch_segment(seg, cache.path()).await.unwrap();
-            let files = dir.join("files.parquet");
-            let edges = dir.join("edges.parquet");
+            // A segment without files or edges has no such file: both read as empty.
             out.push((
                 seg.clone(),
                 read_rows(&dir.join("rows.parquet"), true).unwrap(),
-                if files.exists() { read_files(&files).unwrap() } else { Vec::new() },
-                if edges.exists() { read_edges(&edges).unwrap() } else { Vec::new() },
+                read_files(&dir.join("files.parquet")).unwrap(),
+                read_edges(&dir.join("edges.parquet")).unwrap(),
             ));
         }
         out

@@ -18,11 +18,13 @@ const WORDS: &[&str] = &[
     "delta", "path", "tree", "blob", "diff", "hunk", "span", "field", "column", "record", "schema",
 ];
 
-/// A small deterministic generator (splitmix64): the same seed, the same history.
-struct Mix(u64);
+/// splitmix64: a small deterministic generator (not for anything secret): the same seed, the
+/// same history here, the same variations in `hubdex-bench prepare`.
+pub struct Mix(pub u64);
 
 impl Mix {
-    fn next(&mut self) -> u64 {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -30,8 +32,15 @@ impl Mix {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Roughly N(0, 1): the sum of four uniforms, centred and scaled.
+    pub fn gauss(&mut self) -> f32 {
+        let s: f64 = (0..4).map(|_| (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64).sum();
+        ((s - 2.0) * (3.0f64).sqrt()) as f32
     }
 
     fn word(&mut self) -> &'static str {

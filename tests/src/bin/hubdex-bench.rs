@@ -36,6 +36,7 @@ use hubdex_formats::{
     Store, TextScoring, read_rows, row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
+use hubdex_tests::Mix;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -175,24 +176,6 @@ enum Command {
         #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
         fold_constants: bool,
     },
-}
-
-/// splitmix64: a small deterministic generator for the variations (not for anything secret).
-struct Mix(u64);
-
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Roughly N(0, 1): the sum of four uniforms, centred and scaled.
-    fn gauss(&mut self) -> f32 {
-        let s: f64 = (0..4).map(|_| (self.next() >> 11) as f64 / (1u64 << 53) as f64).sum();
-        ((s - 2.0) * (3.0f64).sqrt()) as f32
-    }
 }
 
 async fn base_rows(stores: &[String], cache: &Path) -> anyhow::Result<(Vec<Row>, Manifest)> {
@@ -900,14 +883,8 @@ async fn build_bench(
     );
     opts.cache = store.with_extension("cache");
     if let Some(b) = budget {
-        let bytes: hubdex_indexer::MemoryBudget = b.parse().or_else(|e: String| {
-            // Below the command line's floor: the bench's small histories use small budgets.
-            b.trim_end_matches(|c: char| c.is_ascii_alphabetic())
-                .parse::<u64>()
-                .map(|mib| hubdex_indexer::MemoryBudget::unchecked(mib << 20))
-                .map_err(|_| anyhow::anyhow!(e))
-        })?;
-        opts.memory_budget = bytes;
+        let bytes = hubdex_indexer::parse_size(b).map_err(anyhow::Error::msg)?;
+        opts.memory_budget = hubdex_indexer::MemoryBudget::unchecked(bytes);
     }
     let t = Instant::now();
     let (report, label) = if embedder == "hash" {
