@@ -36,6 +36,7 @@ mod error;
 mod files;
 mod filter;
 mod hf;
+pub mod hnsw;
 mod malloc;
 mod manifest;
 mod merge;
@@ -81,9 +82,9 @@ pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, row_schema, rows_to_batch, write_rows};
 pub use segment::{
-    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_USEARCH, hash_file,
-    input_sha256, read_segment_meta, safe_join, segment_id, start_segment, upgrade_segment,
-    write_segment,
+    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH,
+    hash_file, input_sha256, read_segment_meta, safe_join, segment_id, start_segment,
+    upgrade_segment, write_segment,
 };
 pub use serving::{
     CompiledFilter, DocBits, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring,
@@ -98,6 +99,6 @@ pub use store::{
     manifest_key, segment_key, segment_of_key,
 };
 pub use vectors::{
-    SECOND_VECTOR, VECTOR_SCALAR, VectorBase, VectorIndex, write_vector_index,
-    write_vector_index_from,
+    SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, vector_file,
+    write_vector_index, write_vector_index_from,
 };

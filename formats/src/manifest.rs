@@ -14,14 +14,14 @@ use crate::error::FormatError;
 /// the bytes a server maps; segment.json's `vector_scalar` says which). Version 5 writes build
 /// segments of rows only, each served through a merged segment (a group of one where alone).
 /// Version 6 indexes the BM25 fields of `text/` without positions (nothing read them).
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
 /// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
 /// layout and differ only in the vectors' scalar; version 5 writes build segments without
 /// serving files, every one served through a merged segment; version 6 differs from 5 only in
 /// the positions `text/` no longer keeps.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6];
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.
@@ -262,11 +262,13 @@ impl SegmentMeta {
 }
 
 /// Whether a segment whose files are `files` has serving files of its own (`text/`,
-/// `vectors.usearch`): every merged segment, and a build segment of format 1 to 4. A build
+/// `vectors.hnsw` or, before format 7, `vectors.usearch`): every merged segment, and a build segment of format 1 to 4. A build
 /// segment of format 5 holds only its rows (rows.parquet, files.parquet, edges.parquet) and is
 /// served through the merged segment that covers it, a group of one where it is alone.
 fn has_serving_files(files: &[FileEntry]) -> bool {
-    files.iter().any(|f| f.path == crate::segment::VECTORS_USEARCH)
+    (files.iter()).any(|f| {
+        f.path == crate::segment::VECTORS_USEARCH || f.path == crate::segment::VECTORS_HNSW
+    })
 }
 
 impl ManifestSegment {

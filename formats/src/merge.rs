@@ -24,11 +24,11 @@ use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMet
 use crate::row::sha256_hex;
 use crate::rows::{Columns, read_rows, row_batches};
 use crate::segment::{
-    IndexInputs, ROWS_PARQUET, RowStats, TEXT_DIR, VECTORS_USEARCH, finish_meta, finish_meta_of,
-    read_segment_meta, write_indexes,
+    IndexInputs, ROWS_PARQUET, RowStats, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH, finish_meta,
+    finish_meta_of, read_segment_meta, write_indexes,
 };
 use crate::serving::{Analyzers, ServingIndexWriter};
-use crate::vectors::{VECTOR_SCALAR, VectorBase, VectorIndexBuilder};
+use crate::vectors::{USEARCH_I8, VectorBase, VectorIndexBuilder};
 
 /// Build segments with fewer rows than this are merged in the first tier.
 pub const MERGE_BELOW_ROWS: u64 = 32_768;
@@ -148,9 +148,9 @@ pub fn write_merged_segment(
         }
         metas.push(meta);
     }
-    // A first member with a vector graph of the current scalar starts the merged graph.
+    // A first member with a usearch graph in i8 (format 4) starts the merged graph.
     if metas.first().is_some_and(|meta| {
-        meta.has_serving_files() && meta.vector_scalar == VECTOR_SCALAR && meta.rows > 0
+        meta.has_serving_files() && meta.vector_scalar == USEARCH_I8 && meta.rows > 0
     }) {
         return write_merged_in_memory(dir, id, member_dirs, model);
     }
@@ -185,7 +185,7 @@ pub fn write_merged_segment(
         Ok(stats)
     };
     let vectors = || -> Result<u64, FormatError> {
-        let graph = VectorIndexBuilder::new(&dir.join(VECTORS_USEARCH), model.dim, rows + seconds)?;
+        let graph = VectorIndexBuilder::new(&dir.join(VECTORS_HNSW), model.dim, rows + seconds)?;
         let mut ordinal = 0;
         for m in member_dirs {
             for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Embedding)? {
@@ -257,7 +257,7 @@ pub fn write_merged_in_memory(
         rows.extend(read_rows(&m.join(ROWS_PARQUET), true)?);
         if k == 0
             && meta.has_serving_files()
-            && meta.vector_scalar == VECTOR_SCALAR
+            && meta.vector_scalar == USEARCH_I8
             && !rows.is_empty()
         {
             // Its vectors.usearch holds exactly its rows.parquet's rows (checked on load too).

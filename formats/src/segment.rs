@@ -32,7 +32,9 @@ use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
 use crate::row::{Row, sha256_hex};
 use crate::rows::{read_rows, write_rows};
 use crate::serving::{Analyzers, ServingIndex, write_serving_index};
-use crate::vectors::{VECTOR_SCALAR, VectorBase, VectorIndex, write_vector_index_from};
+use crate::vectors::{
+    VECTOR_SCALAR, VectorBase, VectorIndex, vector_file, write_vector_index_from,
+};
 
 /// The file name of a segment's metadata.
 pub const SEGMENT_JSON: &str = "segment.json";
@@ -40,6 +42,8 @@ pub const SEGMENT_JSON: &str = "segment.json";
 pub const ROWS_PARQUET: &str = "rows.parquet";
 /// The file name of a segment's vector index.
 pub const VECTORS_USEARCH: &str = "vectors.usearch";
+/// The vector graph of a segment of format 7 and later ([`crate::hnsw`]).
+pub const VECTORS_HNSW: &str = "vectors.hnsw";
 /// The directory of a segment's text index.
 pub const TEXT_DIR: &str = "text";
 
@@ -219,7 +223,7 @@ pub(crate) fn write_indexes(
             Ok::<(), FormatError>(())
         });
         let vecs = write_vector_index_from(
-            &dir.join(VECTORS_USEARCH),
+            &dir.join(VECTORS_HNSW),
             dim,
             &vectors,
             &second,
@@ -436,7 +440,7 @@ impl Segment {
             });
         }
         let vectors = VectorIndex::open(
-            &dir.join(VECTORS_USEARCH),
+            &dir.join(vector_file(&meta.vector_scalar)),
             meta.model.dim,
             meta.rows,
             meta.second_vectors,

@@ -1,15 +1,40 @@
-//! `vectors.usearch`: the HNSW index over row ordinals.
+//! The HNSW index over row ordinals: built by usearch, written as `vectors.hnsw` (format 7,
+//! [`crate::hnsw`]); `vectors.usearch` of formats 1 to 6 is still read, through usearch's view.
 
 use std::path::Path;
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use crate::error::FormatError;
+use crate::hnsw::{DEFAULT_EF, HnswIndex, convert_usearch};
 
-/// The quantization vectors.usearch is written with (from format 4; formats 1 to 3 wrote
-/// `f16`). usearch's i8 scales each vector to unit length and then by 127: half the bytes of
-/// f16, and no measured loss of retrieval quality (docs/performance.md, "Format 4").
-pub const VECTOR_SCALAR: &str = "i8";
+/// segment.json's `vector_scalar` for what is written now (format 7): `vectors.hnsw`, the walk
+/// on sign codes (b1) and the best candidates rescored on usearch's i8 vectors.
+pub const VECTOR_SCALAR: &str = "b1+i8";
+
+/// `vector_scalar` of a `vectors.usearch` in i8 (formats 4 to 6; formats 1 to 3 wrote `f16`).
+/// usearch's i8 scales each vector to unit length and then by 127: half the bytes of f16, and
+/// no measured loss of retrieval quality (docs/performance.md, "Format 4").
+pub const USEARCH_I8: &str = "i8";
+
+/// The vector file of a segment whose segment.json says `vector_scalar`.
+pub fn vector_file(vector_scalar: &str) -> &'static str {
+    if vector_scalar == VECTOR_SCALAR {
+        crate::segment::VECTORS_HNSW
+    } else {
+        crate::segment::VECTORS_USEARCH
+    }
+}
+
+/// Saves a built usearch index as `vectors.hnsw` at `path`: through a usearch file beside it,
+/// converted and removed.
+fn save_as_hnsw(index: &Index, path: &Path, dim: usize) -> Result<(), FormatError> {
+    let tmp = path.with_extension("usearch-tmp");
+    index.save(utf8(&tmp)?).map_err(vector_error(&tmp))?;
+    let converted = convert_usearch(&tmp, path, dim);
+    let removed = std::fs::remove_file(&tmp).map_err(|e| FormatError::io(&tmp, e));
+    converted.and(removed)
+}
 
 /// The usearch scalar kind a segment.json's `vector_scalar` names, and its bytes per dimension.
 fn scalar_kind(name: &str) -> Option<(ScalarKind, u64)> {
@@ -42,7 +67,7 @@ fn ordinal_of(key: u64) -> u64 {
 }
 
 /// Writes an HNSW index of `vectors` (key = position) and of the `second` vectors of some rows
-/// (`(ordinal, vector)`, key = [`SECOND_VECTOR`] + ordinal) to `path`.
+/// (`(ordinal, vector)`, key = [`SECOND_VECTOR`] + ordinal) to `path`, as `vectors.hnsw`.
 pub fn write_vector_index(
     path: &Path,
     dim: usize,
@@ -53,7 +78,8 @@ pub fn write_vector_index(
 }
 
 /// An index already written for the first rows of a new one: the vectors of ordinals below
-/// `rows` (and their second vectors), in [`VECTOR_SCALAR`].
+/// `rows` (and their second vectors), a `vectors.usearch` in [`USEARCH_I8`] (a format-4 build
+/// segment's).
 #[derive(Debug, Clone, Copy)]
 pub struct VectorBase<'a> {
     /// Its `vectors.usearch`.
@@ -68,6 +94,7 @@ pub struct VectorBase<'a> {
 pub(crate) struct VectorIndexBuilder {
     index: Index,
     path: std::path::PathBuf,
+    dim: usize,
 }
 
 impl VectorIndexBuilder {
@@ -76,7 +103,7 @@ impl VectorIndexBuilder {
         let err = vector_error(path);
         let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
         index.reserve(capacity.max(1)).map_err(&err)?;
-        Ok(VectorIndexBuilder { index, path: path.to_path_buf() })
+        Ok(VectorIndexBuilder { index, path: path.to_path_buf(), dim })
     }
 
     /// Adds the main vector of row `ordinal`.
@@ -89,9 +116,9 @@ impl VectorIndexBuilder {
         self.index.add(SECOND_VECTOR + ordinal as u64, v).map_err(vector_error(&self.path))
     }
 
-    /// Writes the index to its file.
+    /// Writes the index to its file (`vectors.hnsw`).
     pub(crate) fn save(self) -> Result<(), FormatError> {
-        self.index.save(utf8(&self.path)?).map_err(vector_error(&self.path))
+        save_as_hnsw(&self.index, &self.path, self.dim)
     }
 }
 
@@ -137,8 +164,7 @@ pub fn write_vector_index_from(
     for (ordinal, v) in second.iter().filter(|(o, _)| *o as usize >= start) {
         index.add(SECOND_VECTOR + *ordinal as u64, v).map_err(&err)?;
     }
-    index.save(utf8(path)?).map_err(&err)?;
-    Ok(())
+    save_as_hnsw(&index, path, dim)
 }
 
 /// The path as usearch takes it.
@@ -185,25 +211,37 @@ impl Drop for SlotGuard<'_> {
     }
 }
 
-/// A read-only, memory-mapped vector index.
-pub struct VectorIndex {
-    index: Index,
-    /// How many rows have a second vector.
-    second: u64,
-    slots: Slots,
+/// A read-only, memory-mapped vector index: a `vectors.hnsw` (format 7) or a usearch view of an
+/// older `vectors.usearch`.
+#[derive(Debug)]
+pub struct VectorIndex(Graph);
+
+enum Graph {
+    Hnsw(HnswIndex),
+    Usearch {
+        index: Index,
+        /// How many rows have a second vector.
+        second: u64,
+        slots: Slots,
+    },
 }
 
-impl std::fmt::Debug for VectorIndex {
+impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VectorIndex").field("size", &self.index.size()).finish()
+        match self {
+            Graph::Hnsw(h) => h.fmt(f),
+            Graph::Usearch { index, .. } => {
+                f.debug_struct("Usearch").field("size", &index.size()).finish()
+            }
+        }
     }
 }
 
 impl VectorIndex {
-    /// Opens `path`, written with the quantization `scalar` names (segment.json's
-    /// `vector_scalar`), as a view (mmap), after checking that its header fits the expected
-    /// dimension and vector count (`rows`, plus `second` rows' second vectors) and that the file
-    /// is long enough for what the header claims.
+    /// Opens `path`, written as segment.json's `vector_scalar` says ([`vector_file`] names the
+    /// file), after checking that its header fits the expected dimension and vector count
+    /// (`rows`, plus `second` rows' second vectors) and that the file is as long as the header
+    /// needs, before anything is mapped.
     pub fn open(
         path: &Path,
         dim: usize,
@@ -211,9 +249,13 @@ impl VectorIndex {
         second: u64,
         scalar: &str,
     ) -> Result<Self, FormatError> {
+        if scalar == VECTOR_SCALAR {
+            return Ok(VectorIndex(Graph::Hnsw(HnswIndex::open(path, dim, rows, second)?)));
+        }
         let bad = |detail: String| FormatError::Vectors { path: path.to_path_buf(), detail };
-        let (kind, bytes_per_dim) = scalar_kind(scalar)
-            .ok_or_else(|| bad(format!("vector_scalar {scalar:?} is not f16 or i8")))?;
+        let (kind, bytes_per_dim) = scalar_kind(scalar).ok_or_else(|| {
+            bad(format!("vector_scalar {scalar:?} is not {VECTOR_SCALAR}, f16 or i8"))
+        })?;
         let s = utf8(path)?;
         let file_len = std::fs::metadata(path).map_err(|e| FormatError::io(path, e))?.len();
         let meta = Index::metadata(s).map_err(|e| bad(format!("header: {e}")))?;
@@ -244,7 +286,7 @@ impl VectorIndex {
             .reserve_capacity_and_threads(vectors as usize, SEARCH_SLOTS)
             .map_err(|e| bad(format!("reserving search threads: {e}")))?;
         let slots = Slots { free: std::sync::Mutex::new(SEARCH_SLOTS), freed: Default::default() };
-        Ok(VectorIndex { index, second, slots })
+        Ok(VectorIndex(Graph::Usearch { index, second, slots }))
     }
 
     /// Up to `limit` (ordinal, cosine similarity) pairs, best first, keeping only ordinals
@@ -255,15 +297,21 @@ impl VectorIndex {
         limit: usize,
         allow: Option<&(dyn Fn(u64) -> bool + Send + Sync)>,
     ) -> Result<Vec<(u64, f32)>, FormatError> {
-        if self.index.size() == 0 {
+        let (index, second, slots) = match &self.0 {
+            Graph::Hnsw(h) => {
+                return h.search(query, limit, DEFAULT_EF, None, allow);
+            }
+            Graph::Usearch { index, second, slots } => (index, second, slots),
+        };
+        if index.size() == 0 {
             return Ok(Vec::new());
         }
         // Both vectors of a row may come back: ask for enough to still give `limit` rows.
-        let wanted = limit + (self.second as usize).min(limit);
-        let _slot = self.slots.acquire();
+        let wanted = limit + (*second as usize).min(limit);
+        let _slot = slots.acquire();
         let m = match allow {
-            Some(allow) => self.index.filtered_search(query, wanted, |k: u64| allow(ordinal_of(k))),
-            None => self.index.search(query, wanted),
+            Some(allow) => index.filtered_search(query, wanted, |k: u64| allow(ordinal_of(k))),
+            None => index.search(query, wanted),
         }
         .map_err(|e| FormatError::Vectors { path: Default::default(), detail: e.to_string() })?;
         let mut seen = std::collections::HashSet::new();
@@ -277,6 +325,14 @@ impl VectorIndex {
             }
         }
         Ok(out)
+    }
+
+    /// The format-7 graph, when it is one (benches measure its walk at other widths).
+    pub fn hnsw(&self) -> Option<&HnswIndex> {
+        match &self.0 {
+            Graph::Hnsw(h) => Some(h),
+            Graph::Usearch { .. } => None,
+        }
     }
 }
 
@@ -347,8 +403,15 @@ mod tests {
         let vectors: Vec<Vec<f32>> = (0..6).map(unit).collect();
         let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
         let (s1, s4) = (unit(6), unit(7));
+        // A base is a format-4 segment's vectors.usearch: written by usearch as it was then.
         let base = dir.path().join("base.usearch");
-        write_vector_index(&base, 8, &refs[..3], &[(1, s1.as_slice())]).unwrap();
+        let graph = Index::new(&options(8, ScalarKind::I8)).unwrap();
+        graph.reserve(4).unwrap();
+        for (i, v) in refs[..3].iter().enumerate() {
+            graph.add(i as u64, v).unwrap();
+        }
+        graph.add(SECOND_VECTOR + 1, &s1).unwrap();
+        graph.save(base.to_str().unwrap()).unwrap();
         let path = dir.path().join("v.usearch");
         let second = [(1, s1.as_slice()), (4, s4.as_slice())];
         let from = Some(VectorBase { path: &base, rows: 3 });

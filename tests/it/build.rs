@@ -30,13 +30,13 @@ fn the_store_has_the_layout_of_the_design() {
     }
     // The build segment holds its rows; the serving files are written once, in the merged
     // segment that serves it alone (format 5).
-    for name in ["vectors.usearch", "text"] {
+    for name in ["vectors.hnsw", "text"] {
         assert!(!seg_dir.join(name).exists(), "{name} in {}", seg_dir.display());
     }
     assert_eq!(manifest.merged.len(), 1);
     assert_eq!(manifest.merged[0].members, std::slice::from_ref(&seg.id));
     let unit_dir = f.store.join("segments").join(&manifest.merged[0].id);
-    for name in ["vectors.usearch", "segment.json", "text/meta.json"] {
+    for name in ["vectors.hnsw", "segment.json", "text/meta.json"] {
         assert!(unit_dir.join(name).is_file(), "{name} missing from {}", unit_dir.display());
     }
     assert!(!unit_dir.join("rows.parquet").exists(), "no second copy of the rows");

@@ -16,12 +16,13 @@ const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3
 const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v4");
 const GOLDEN_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v5");
 const GOLDEN_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v6");
+const GOLDEN_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v7");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(
-        FORMAT_VERSION, 6,
+        FORMAT_VERSION, 7,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -55,6 +56,54 @@ fn the_golden_v5_snapshot_verifies_opens_and_answers_with_build_segments_of_rows
 #[test]
 fn the_golden_v6_snapshot_verifies_opens_and_answers_without_positions() {
     check_golden(GOLDEN_V6, &latest_snapshot(GOLDEN_V6), 6, 9);
+}
+
+#[test]
+fn the_golden_v7_snapshot_verifies_opens_and_answers_with_its_code_walk() {
+    check_golden(GOLDEN_V7, &latest_snapshot(GOLDEN_V7), 7, 9);
+}
+
+/// Format 7 walks the same graph on sign codes and rescores on the same i8 vectors: on the
+/// golden v6 and v7 fixtures (the same repositories) every dense answer has the same rows in
+/// the same order, and scores within 0.02 (usearch compares an i8 query, format 7 the query
+/// itself).
+#[test]
+fn formats_6_and_7_answer_dense_queries_alike() {
+    let answers = |fixture: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("golden");
+        copy_dir(std::path::Path::new(fixture), &copy);
+        runtime().block_on(async {
+            let st = state(&copy).await;
+            let mut out = Vec::new();
+            for q in ["tulips", "prune the roses before winter", "a second repository", "why"] {
+                let args = json!({"query": q, "fusion": "dense_only", "top_k": 5})
+                    .as_object()
+                    .unwrap()
+                    .clone();
+                let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
+                let results = answer["results"].as_array().unwrap().clone();
+                assert_eq!(results.len(), 5, "{q}");
+                out.push(
+                    results
+                        .iter()
+                        .map(|r| {
+                            (r["id"].as_str().unwrap().to_string(), r["score"].as_f64().unwrap())
+                        })
+                        .collect::<Vec<_>>(),
+                );
+            }
+            out
+        })
+    };
+    let (v6, v7) = (answers(GOLDEN_V6), answers(GOLDEN_V7));
+    for (a, b) in v6.iter().zip(&v7) {
+        let ids = |x: &[(String, f64)]| x.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(a), ids(b));
+        for (x, y) in a.iter().zip(b) {
+            assert!((x.1 - y.1).abs() < 0.02, "{a:?} {b:?}");
+        }
+    }
 }
 
 /// Format 6 dropped the BM25 fields' positions, which nothing read: the golden v5 and v6
@@ -174,7 +223,12 @@ fn check_golden(fixture: &str, snapshot: &str, version: u32, rows: usize) {
         assert_eq!(opened.text.rows().unwrap().len(), rows);
         // Format 4 wrote i8 vectors, and a second (title-only) vector for the one commit with a
         // message body; every older format's f16 vectors still open as f16, one per row.
-        assert_eq!(opened.meta.vector_scalar, if version >= 4 { "i8" } else { "f16" });
+        let scalar = match version {
+            7.. => "b1+i8",
+            4..=6 => "i8",
+            _ => "f16",
+        };
+        assert_eq!(opened.meta.vector_scalar, scalar);
         assert_eq!(opened.meta.second_vectors, if version >= 4 { 1 } else { 0 });
         if version >= 3 {
             // Two repositories, served by one merged segment.

@@ -272,7 +272,7 @@ fn a_new_snapshot_that_fails_verification_is_skipped_and_counted() {
         let store = Store::open(store_dir.to_str().unwrap()).unwrap();
         let (m, _) = store.unverified_manifest(&second.snapshot).await.unwrap();
         // What the server reads of it: the merged segment serving the build segment.
-        let target = store_dir.join("segments").join(&m.merged[0].id).join("vectors.usearch");
+        let target = store_dir.join("segments").join(&m.merged[0].id).join("vectors.hnsw");
         let mut bytes = std::fs::read(&target).unwrap();
         bytes[100] ^= 1;
         std::fs::write(&target, bytes).unwrap();

@@ -32,6 +32,7 @@ use crate::mcp_clients::{Server, spawn_http};
 
 const GOLDEN_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v2");
 const GOLDEN_V3: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v3");
+const GOLDEN_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v7");
 
 /// The format-3 golden fixture's build segment of `local/golden`: rows.parquet, files.parquet,
 /// the serving index text/, the file store files/, vectors.usearch.
@@ -365,6 +366,75 @@ fn s04_every_artifact_truncated_or_bit_flipped_is_refused_before_anything_opens_
             assert!(!cached, "{damage} {}: a refused segment entered the cache", target.display());
         }
     }
+}
+
+/// Scenario 5 for format 7: a crafted `vectors.hnsw` in the golden v7 unit, its sha256
+/// rewritten to match, is refused by `Segment::open` with an error naming it, from its header
+/// and length alone (before it is mapped); one whose links point past the end opens and its
+/// search fails with an error, never a panic.
+#[test]
+fn s05_a_crafted_format_7_vectors_file_whose_sha256_matches_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = std::fs::read_dir(Path::new(GOLDEN_V7).join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("merged-"))
+        .unwrap();
+    let work = dir.path().join("seg");
+    copy_dir(&unit, &work);
+    let path = work.join("vectors.hnsw");
+    let original = std::fs::read(&path).unwrap();
+    let meta_bytes = std::fs::read(work.join("segment.json")).unwrap();
+    let write = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        let mut m: Value = serde_json::from_slice(&meta_bytes).unwrap();
+        for f in m["files"].as_array_mut().unwrap() {
+            if f["path"] == "vectors.hnsw" {
+                f["sha256"] = json!(sha256_hex(bytes));
+                f["bytes"] = json!(bytes.len());
+            }
+        }
+        std::fs::write(work.join("segment.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+    };
+    let u32_field = |at: usize, value: u32| {
+        let mut b = original.clone();
+        b[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        b
+    };
+    let crafted: Vec<(&str, Vec<u8>)> = vec![
+        ("header only", original[..64].to_vec()),
+        ("cut by one byte", original[..original.len() - 1].to_vec()),
+        ("garbage", vec![0xff; original.len()]),
+        ("a header claiming more vectors", u32_field(16, 1 << 30)),
+        ("a header claiming more upper links", u32_field(44, u32::MAX)),
+        ("an entry past the end", u32_field(32, 1 << 20)),
+        ("empty", Vec::new()),
+    ];
+    for (what, bytes) in crafted {
+        write(&bytes);
+        let result = std::panic::catch_unwind(|| Segment::open(&work).map(|_| ()));
+        let opened = result.unwrap_or_else(|_| panic!("{what}: opening panicked"));
+        let err = opened.expect_err(&format!("{what}: a crafted vectors file opened"));
+        assert!(err.to_string().contains("vectors.hnsw"), "{what}: {err}");
+    }
+    // Every level-0 link of every node pointing past the end: opens (links are not read at
+    // open), and a search says which link is wrong.
+    let header = |i: usize| u32::from_le_bytes(original[8 + 4 * i..12 + 4 * i].try_into().unwrap());
+    let (dim, count, m0) = (header(1) as usize, header(2) as usize, header(4) as usize);
+    let round8 = |n: usize| n.div_ceil(8) * 8;
+    let level0 = round8(round8(round8(64 + dim * 4) + count * 4) + count * dim.div_ceil(8));
+    let mut links = original.clone();
+    for slot in 0..count {
+        let at = level0 + slot * (1 + m0) * 4;
+        links[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+        links[at + 4..at + 8].copy_from_slice(&(count as u32 + 7).to_le_bytes());
+    }
+    write(&links);
+    let seg = Segment::open(&work).unwrap();
+    let search = std::panic::AssertUnwindSafe(|| seg.vectors.search(&vec![0.1; dim], 5, None));
+    let result = std::panic::catch_unwind(search);
+    let err = result.expect("no panic").expect_err("a link past the end was followed");
+    assert!(err.to_string().contains("links to slot"), "{err}");
 }
 
 #[test]

@@ -15,6 +15,9 @@
 //!   latency, and whether its vectors are the indexer's bytes (one way per process).
 //! - `merge`: writes the merged segment of the largest merge group of a store, streaming its
 //!   members or holding them (one way per process, so the peak RSS is that way's).
+//! - `vectors`: one format-6 `vectors.usearch` (a merged segment's) written as format 7's
+//!   `vectors.hnsw`: open time, anonymous memory, and, for bench queries, latency and recall of
+//!   the exact top 10 and 50 of usearch's walk and of the code walk at several widths.
 //! - `history`: writes a synthetic git history (`git fast-import`) of N commits.
 //! - `build`: one build of a local repository into a store, as `hubdex-index build` runs it,
 //!   with the model or with the cheap hash embedder (labelled so): rows, segments, seconds
@@ -158,6 +161,21 @@ enum Command {
     /// `--arena`, `--prepack` and `--share-prepacked` say, embed the queries one at a time, and
     /// report anonymous memory before, after loading and after the queries, the latency, and
     /// how many query vectors equal the indexer's (`Embedder::load`) to the byte.
+    Vectors {
+        /// A merged segment directory of format 4 to 6 (segment.json, vectors.usearch).
+        #[arg(long)]
+        segment: PathBuf,
+        /// [{query, vector}] as `search` writes them.
+        #[arg(long)]
+        query_vectors: PathBuf,
+        /// Walk widths of the code walk to measure.
+        #[arg(long, value_delimiter = ',', default_value = "64,96,128,192,256")]
+        ef: Vec<usize>,
+        /// Candidates rescored on i8 vectors per row asked for (each with each width; 0: all,
+        /// as served).
+        #[arg(long, value_delimiter = ',', default_value = "0")]
+        rescore: Vec<usize>,
+    },
     EmbedderMemory {
         #[arg(long)]
         model: PathBuf,
@@ -402,6 +420,10 @@ fn status_kib(field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+fn anon_mib() -> f64 {
+    status_kib("RssAnon:") as f64 / 1024.0
 }
 
 fn rss_kib() -> u64 {
@@ -966,6 +988,85 @@ fn embedder_memory(
     }))
 }
 
+/// (row ordinal, similarity) pairs, best first.
+type Ranked = Vec<(u64, f32)>;
+
+/// The share of `want`'s ordinals that `got` holds.
+fn recall(got: &[(u64, f32)], want: &[(u64, f32)]) -> f64 {
+    let got: std::collections::HashSet<u64> = got.iter().map(|h| h.0).collect();
+    want.iter().filter(|h| got.contains(&h.0)).count() as f64 / want.len().max(1) as f64
+}
+
+fn vectors_bench(
+    segment: &Path,
+    query_vectors: &Path,
+    efs: &[usize],
+    rescores: &[usize],
+) -> anyhow::Result<Value> {
+    use hubdex_formats::{VectorIndex, hnsw::HnswIndex, read_segment_meta};
+    let meta = read_segment_meta(segment)?;
+    let queries: Vec<Value> = serde_json::from_slice(&std::fs::read(query_vectors)?)?;
+    let queries: Vec<Vec<f32>> = queries
+        .iter()
+        .map(|q| serde_json::from_value(q["vector"].clone()))
+        .collect::<Result<_, _>>()?;
+    let dim = meta.model.dim;
+    let (rows, second) = (meta.rows, meta.second_vectors);
+    let tmp = tempfile::tempdir_in(segment.parent().unwrap_or(Path::new(".")))?;
+    let hnsw_path = tmp.path().join("vectors.hnsw");
+    let t = Instant::now();
+    hubdex_formats::hnsw::convert_usearch(&segment.join("vectors.usearch"), &hnsw_path, dim)?;
+    let convert_s = t.elapsed().as_secs_f64();
+    let before = anon_mib();
+    let t = Instant::now();
+    let usearch = VectorIndex::open(&segment.join("vectors.usearch"), dim, rows, second, "i8")?;
+    let usearch_open_ms = t.elapsed().as_secs_f64() * 1e3;
+    let usearch_anon = anon_mib() - before;
+    let before = anon_mib();
+    let t = Instant::now();
+    let hnsw = HnswIndex::open(&hnsw_path, dim, rows, second)?;
+    let hnsw_open_ms = t.elapsed().as_secs_f64() * 1e3;
+    let hnsw_anon = anon_mib() - before;
+    let exact: Vec<(Ranked, Ranked)> = queries
+        .iter()
+        .map(|q| {
+            let top = hnsw.exact(q, 50);
+            (top[..top.len().min(10)].to_vec(), top)
+        })
+        .collect();
+    let measure = |search: &dyn Fn(&[f32], usize) -> Ranked| {
+        let (mut r10, mut r50, mut ms) = (0.0, 0.0, Vec::new());
+        for (q, (e10, e50)) in queries.iter().zip(&exact) {
+            let t = Instant::now();
+            let got = search(q, 10);
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            r10 += recall(&got, e10);
+            r50 += recall(&search(q, 50), e50);
+        }
+        let n = queries.len().max(1) as f64;
+        json!({"recall_at_10": r10 / n, "recall_at_50": r50 / n, "latency_top10": percentiles(ms)})
+    };
+    let mut ways = vec![json!({"way": "usearch i8 walk (format 6)",
+        "measured": measure(&|q, k| usearch.search(q, k, None).unwrap())})];
+    for &ef in efs {
+        for &r in rescores {
+            let per_row = (r > 0).then_some(r);
+            let rescored = per_row.map_or("all".to_string(), |r| format!("{r} per row"));
+            ways.push(json!({"way": format!("code walk, ef {ef}, {rescored} rescored (format 7)"),
+                "measured": measure(&|q, k| hnsw.search(q, k, ef, per_row, None).unwrap())}));
+        }
+    }
+    Ok(json!({
+        "rows": rows, "second_vectors": second, "queries": queries.len(),
+        "bytes": {"usearch": std::fs::metadata(segment.join("vectors.usearch"))?.len(),
+                  "hnsw": std::fs::metadata(&hnsw_path)?.len()},
+        "convert_seconds": convert_s,
+        "open_ms": {"usearch": usearch_open_ms, "hnsw": hnsw_open_ms},
+        "anon_mib_at_open": {"usearch": usearch_anon, "hnsw": hnsw_anon},
+        "ways": ways,
+    }))
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new()?;
@@ -993,6 +1094,9 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Build { source, store, embedder, budget, add_commit } => {
             rt.block_on(build_bench(&source, &store, &embedder, budget.as_deref(), add_commit))?
+        }
+        Command::Vectors { segment, query_vectors, ef, rescore } => {
+            vectors_bench(&segment, &query_vectors, &ef, &rescore)?
         }
         Command::EmbedderMemory {
             model,
