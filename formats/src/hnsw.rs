@@ -560,34 +560,34 @@ impl HnswIndex {
         Ok(())
     }
 
-    /// The query's lookup table: for each 4 dimensions, the estimate's part for each of the 16
-    /// sign patterns (a set bit adds the query's value, a clear one subtracts it).
-    fn table(&self, query: &[f32]) -> Vec<[f32; 16]> {
-        let nibbles = self.header.code_bytes() as usize * 2;
-        (0..nibbles)
-            .map(|j| {
-                let mut t = [0f32; 16];
-                for (v, e) in t.iter_mut().enumerate() {
-                    for b in 0..4 {
-                        let q = query.get(4 * j + b).copied().unwrap_or(0.0);
-                        *e += if v & (1 << b) != 0 { q } else { -q };
-                    }
+    /// The query's lookup table: for each code byte (8 dimensions), the estimate's part for
+    /// each of its 256 values (a set bit adds the query's value, a clear one subtracts it),
+    /// built from the two halves' 16-entry tables.
+    fn table(&self, query: &[f32]) -> Vec<[f32; 256]> {
+        let half = |dims: usize| -> [f32; 16] {
+            let mut t = [0f32; 16];
+            for (v, e) in t.iter_mut().enumerate() {
+                for b in 0..4 {
+                    let q = query.get(dims + b).copied().unwrap_or(0.0);
+                    *e += if v & (1 << b) != 0 { q } else { -q };
                 }
-                t
+            }
+            t
+        };
+        (0..self.header.code_bytes() as usize)
+            .map(|k| {
+                let (lo, hi) = (half(8 * k), half(8 * k + 4));
+                std::array::from_fn(|v| lo[v & 15] + hi[v >> 4])
             })
             .collect()
     }
 
     /// The estimate of the query's similarity to `slot` from its sign code (only its order
     /// among slots means anything).
-    fn estimate(&self, table: &[[f32; 16]], slot: u32) -> f32 {
-        let cb = self.header.code_bytes() as usize;
+    fn estimate(&self, table: &[[f32; 256]], slot: u32) -> f32 {
+        let cb = table.len();
         let code = &self.bytes[self.at.codes + slot as usize * cb..][..cb];
-        let mut s = 0f32;
-        for (k, &byte) in code.iter().enumerate() {
-            s += table[2 * k][(byte & 15) as usize] + table[2 * k + 1][(byte >> 4) as usize];
-        }
-        s
+        code.iter().zip(table).map(|(&byte, t)| t[byte as usize]).sum()
     }
 
     /// The cosine similarity of the (unit) query and `slot`'s i8 vector.

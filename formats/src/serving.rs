@@ -578,7 +578,12 @@ impl ServingIndex {
     /// Opens the serving index in `dir` (mmap). The caller has verified its files.
     pub fn open(dir: &Path) -> Result<Self, FormatError> {
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-        let index = Index::open_in_dir(dir).map_err(tv)?;
+        let mapped = tantivy::directory::MmapDirectory::open_with_madvice(
+            dir,
+            tantivy::directory::Advice::Random,
+        )
+        .map_err(|e| tv(e.into()))?;
+        let index = Index::open(mapped).map_err(tv)?;
         register_analyzers(&index);
         let f = fields_of(&index.schema()).map_err(|e| FormatError::Schema {
             what: dir.display().to_string(),
