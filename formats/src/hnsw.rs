@@ -49,11 +49,12 @@ const VERSION: u32 = 1;
 const HEADER: usize = 64;
 /// Bit 31 of a key: the vector is its row's second (title) vector.
 const SECOND_BIT: u32 = 1 << 31;
-/// How wide the level-0 walk is at least (it keeps that many nodes by code, and at least four
-/// per row asked for; all of them are rescored on their i8 vectors): measured against the
-/// exact top 10 and 50 on the 100k bench queries (docs/performance.md, "Format 7"). Rescoring
-/// fewer loses recall (four per row: 0.967 → 0.880 of the exact top 10).
-pub const DEFAULT_EF: usize = 128;
+/// How wide the level-0 walk is at least (it keeps that many nodes by code, and at least six
+/// per row asked for: 300 for the server's pool of 50; all of them are rescored on their i8
+/// vectors): measured against the exact top 10 and 50 on the 100k bench queries
+/// (docs/performance.md, "Format 7"), at or above usearch's walk on both. Rescoring fewer loses
+/// recall (four per row: 0.966 → 0.878 of the exact top 10).
+pub const DEFAULT_EF: usize = 192;
 
 fn bad(path: &Path, detail: impl Into<String>) -> FormatError {
     FormatError::Vectors { path: path.to_path_buf(), detail: detail.into() }
@@ -590,17 +591,25 @@ impl HnswIndex {
         code.iter().zip(table).map(|(&byte, t)| t[byte as usize]).sum()
     }
 
-    /// The cosine similarity of the (unit) query and `slot`'s i8 vector.
+    /// The cosine similarity of the query and `slot`'s i8 vector.
     fn cosine(&self, query: &[f32], slot: u32) -> f32 {
         let dim = self.header.dim as usize;
         let v = &self.bytes[self.at.vectors + slot as usize * dim..][..dim];
         let (mut dot, mut norm) = (0f32, 0f32);
+        let mut qnorm = 0f32;
         for (q, &x) in query.iter().zip(v) {
             let x = f32::from(x as i8);
             dot += q * x;
             norm += x * x;
+            qnorm += q * q;
         }
-        if norm > 0.0 { dot / norm.sqrt() } else { 0.0 }
+        if norm > 0.0 && qnorm > 0.0 { dot / (norm * qnorm).sqrt() } else { 0.0 }
+    }
+
+    /// The unit query cast to i8 as usearch casts it (scaled to 127, truncated): rescoring
+    /// with it gives a row the score format 6 gave it (docs/quality.md, "Format 7").
+    fn as_i8(unit: &[f32]) -> Vec<f32> {
+        unit.iter().map(|x| (x * 127.0).clamp(-127.0, 127.0).trunc()).collect()
     }
 
     fn unit(query: &[f32]) -> Vec<f32> {
@@ -611,7 +620,7 @@ impl HnswIndex {
 
     /// Up to `limit` (ordinal, cosine similarity) pairs, best first, among ordinals `allow`
     /// accepts; a row with two vectors counts once, by the closer. The walk keeps the `ef` best
-    /// nodes by code (at least four per row asked for), and the allowed ones among them are
+    /// nodes by code (at least six per row asked for), and the allowed ones among them are
     /// rescored on their i8 vectors: all of them, or the best `rescore × limit` by code.
     pub fn search(
         &self,
@@ -626,7 +635,7 @@ impl HnswIndex {
         }
         let q = Self::unit(query);
         let table = self.table(&q);
-        let ef = ef.max(4 * limit);
+        let ef = ef.max(6 * limit);
         let mut links = Vec::with_capacity(self.header.m0 as usize);
         // Greedy descent on the upper levels.
         let mut cur = self.header.entry;
@@ -694,8 +703,9 @@ impl HnswIndex {
         if let Some(per_row) = rescore {
             best.truncate(per_row.max(1).saturating_mul(limit));
         }
+        let q8 = Self::as_i8(&q);
         let mut rescored: Vec<(f32, u32)> =
-            best.into_iter().map(|(_, s)| (self.cosine(&q, s), s)).collect();
+            best.into_iter().map(|(_, s)| (self.cosine(&q8, s), s)).collect();
         rescored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut out: Vec<(u64, f32)> = Vec::with_capacity(limit);
         for (score, slot) in rescored {
@@ -710,10 +720,11 @@ impl HnswIndex {
         Ok(out)
     }
 
-    /// The exact top `limit` rows by cosine over every i8 vector (max over a row's two): what
-    /// the walk is measured against (benches and tests; reads every vector).
+    /// The exact top `limit` rows by the score a search gives (cosine of the i8-cast query and
+    /// every i8 vector, max over a row's two): what the walk is measured against (benches and
+    /// tests; reads every vector).
     pub fn exact(&self, query: &[f32], limit: usize) -> Vec<(u64, f32)> {
-        let q = Self::unit(query);
+        let q = Self::as_i8(&Self::unit(query));
         let mut best: std::collections::HashMap<u64, f32> = Default::default();
         for slot in 0..self.header.count {
             let s = self.cosine(&q, slot);

@@ -65,8 +65,8 @@ fn the_golden_v7_snapshot_verifies_opens_and_answers_with_its_code_walk() {
 
 /// Format 7 walks the same graph on sign codes and rescores on the same i8 vectors: on the
 /// golden v6 and v7 fixtures (the same repositories) every dense answer has the same rows in
-/// the same order, and scores within 0.02 (usearch compares an i8 query, format 7 the query
-/// itself).
+/// the same order, and the same scores within 0.005 (both score the query cast to i8 against
+/// the same i8 vectors; usearch's kernel rounds differently).
 #[test]
 fn formats_6_and_7_answer_dense_queries_alike() {
     let answers = |fixture: &str| {
@@ -101,7 +101,7 @@ fn formats_6_and_7_answer_dense_queries_alike() {
         let ids = |x: &[(String, f64)]| x.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
         assert_eq!(ids(a), ids(b));
         for (x, y) in a.iter().zip(b) {
-            assert!((x.1 - y.1).abs() < 0.02, "{a:?} {b:?}");
+            assert!((x.1 - y.1).abs() < 0.005, "{a:?} {b:?}");
         }
     }
 }
