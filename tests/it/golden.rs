@@ -4,7 +4,7 @@
 use hubdex_formats::{
     FORMAT_VERSION, READABLE_VERSIONS, Segment, Store, read_rows, upgrade_segment,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::fixture::{runtime, state};
 
@@ -63,45 +63,42 @@ fn the_golden_v7_snapshot_verifies_opens_and_answers_with_its_code_walk() {
     check_golden(GOLDEN_V7, &latest_snapshot(GOLDEN_V7), 7, 9);
 }
 
+/// What a copy of `fixture` answers to `search` in `fusion` for each query: (id, score) pairs,
+/// in answer order.
+fn answers(fixture: &str, fusion: &str, top_k: u64, queries: &[&str]) -> Vec<Vec<(Value, Value)>> {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("golden");
+    copy_dir(std::path::Path::new(fixture), &copy);
+    runtime().block_on(async {
+        let st = state(&copy).await;
+        let mut out = Vec::new();
+        for q in queries {
+            let args =
+                json!({"query": q, "fusion": fusion, "top_k": top_k}).as_object().unwrap().clone();
+            let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
+            let results = answer["results"].as_array().unwrap();
+            out.push(results.iter().map(|r| (r["id"].clone(), r["score"].clone())).collect());
+        }
+        out
+    })
+}
+
 /// Format 7 walks the same graph on sign codes and rescores on the same i8 vectors: on the
 /// golden v6 and v7 fixtures (the same repositories) every dense answer has the same rows in
 /// the same order, and the same scores within 0.005 (both score the query cast to i8 against
 /// the same i8 vectors; usearch's kernel rounds differently).
 #[test]
 fn formats_6_and_7_answer_dense_queries_alike() {
-    let answers = |fixture: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join("golden");
-        copy_dir(std::path::Path::new(fixture), &copy);
-        runtime().block_on(async {
-            let st = state(&copy).await;
-            let mut out = Vec::new();
-            for q in ["tulips", "prune the roses before winter", "a second repository", "why"] {
-                let args = json!({"query": q, "fusion": "dense_only", "top_k": 5})
-                    .as_object()
-                    .unwrap()
-                    .clone();
-                let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
-                let results = answer["results"].as_array().unwrap().clone();
-                assert_eq!(results.len(), 5, "{q}");
-                out.push(
-                    results
-                        .iter()
-                        .map(|r| {
-                            (r["id"].as_str().unwrap().to_string(), r["score"].as_f64().unwrap())
-                        })
-                        .collect::<Vec<_>>(),
-                );
-            }
-            out
-        })
-    };
-    let (v6, v7) = (answers(GOLDEN_V6), answers(GOLDEN_V7));
-    for (a, b) in v6.iter().zip(&v7) {
-        let ids = |x: &[(String, f64)]| x.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
+    let queries = ["tulips", "prune the roses before winter", "a second repository", "why"];
+    let v6 = answers(GOLDEN_V6, "dense_only", 5, &queries);
+    let v7 = answers(GOLDEN_V7, "dense_only", 5, &queries);
+    for ((a, b), q) in v6.iter().zip(&v7).zip(queries) {
+        assert_eq!((a.len(), b.len()), (5, 5), "{q}");
+        let ids = |x: &[(Value, Value)]| x.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
         assert_eq!(ids(a), ids(b));
         for (x, y) in a.iter().zip(b) {
-            assert!((x.1 - y.1).abs() < 0.005, "{a:?} {b:?}");
+            let (x, y) = (x.1.as_f64().unwrap(), y.1.as_f64().unwrap());
+            assert!((x - y).abs() < 0.005, "{a:?} {b:?}");
         }
     }
 }
@@ -110,32 +107,12 @@ fn formats_6_and_7_answer_dense_queries_alike() {
 /// fixtures (the same repositories) rank and score every sparse answer alike.
 #[test]
 fn formats_5_and_6_score_bm25_alike() {
-    let answers = |fixture: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let copy = dir.path().join("golden");
-        copy_dir(std::path::Path::new(fixture), &copy);
-        runtime().block_on(async {
-            let st = state(&copy).await;
-            let mut out = Vec::new();
-            for q in ["tulips", "prune the roses before winter", "golden snapshot readme"] {
-                let args = json!({"query": q, "fusion": "sparse_only", "top_k": 10})
-                    .as_object()
-                    .unwrap()
-                    .clone();
-                let answer = hubdex_server::call_tool(&st, "search", &args).await.unwrap();
-                let results = answer["results"].as_array().unwrap().clone();
-                assert!(!results.is_empty(), "{q}");
-                out.push(
-                    results
-                        .iter()
-                        .map(|r| (r["id"].clone(), r["score"].clone()))
-                        .collect::<Vec<_>>(),
-                );
-            }
-            out
-        })
-    };
-    assert_eq!(answers(GOLDEN_V5), answers(GOLDEN_V6));
+    let queries = ["tulips", "prune the roses before winter", "golden snapshot readme"];
+    let v5 = answers(GOLDEN_V5, "sparse_only", 10, &queries);
+    for (results, q) in v5.iter().zip(queries) {
+        assert!(!results.is_empty(), "{q}");
+    }
+    assert_eq!(v5, answers(GOLDEN_V6, "sparse_only", 10, &queries));
 }
 
 /// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
