@@ -29,7 +29,9 @@ for seg in manifest["segments"]:
     bodies += table.column("body").to_pylist()
     emb = table.column("embedding").combine_chunks()
     dim = emb.type.list_size
-    vecs.append(emb.values.to_numpy(zero_copy_only=False).reshape(-1, dim))
+    # Format 8 keeps i8 vectors (scaled to 127); 1-7 kept float32. Unit length again either way.
+    v = emb.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+    vecs.append(v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))
 read_s = time.perf_counter() - t0
 
 t0 = time.perf_counter()

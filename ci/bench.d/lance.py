@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,6 +38,14 @@ def dir_bytes(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
+def float_vectors(emb):
+    """rows.parquet's vectors as the float32 unit vectors LanceDB indexes: format 8 keeps i8
+    (the unit vector scaled to 127), formats 1-7 float32; the same direction either way."""
+    v = emb.values.to_numpy(zero_copy_only=False).reshape(-1, emb.type.list_size).astype(np.float32)
+    v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    return pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1), pa.float32()), emb.type.list_size)
+
+
 def load_queries(path, limit):
     qs = json.load(open(path))
     return qs[:limit] if limit else qs
@@ -56,7 +65,7 @@ def build(store, vectors_file, work, limit):
         titles = [x or "" for x in t.column("title").to_pylist()]
         text = pa.array([a + "\n" + b for a, b in zip(titles, t.column("body").to_pylist())])
         tables.append(pa.table({"id": t.column("id"), "text": text,
-                                "vector": t.column("embedding").combine_chunks()}))
+                                "vector": float_vectors(t.column("embedding").combine_chunks())}))
     data = pa.concat_tables(tables)
     read_s = time.perf_counter() - t0
     rows = data.num_rows

@@ -11,6 +11,9 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 model_dir = os.environ["HUBDEX_MODEL_DIR"]
 seg = glob.glob(os.path.expanduser("~/.cache/hubdex/bench-quality/store-fd/segments/local-fd-*/rows.parquet"))[0]
+if "int8" in str(pq.read_schema(seg).field("embedding").type):
+    sys.exit("vector_precision.py compares float32 vectors with their f16 and i8 casts: it needs a "
+             "store written before format 8 (format 8 keeps the i8 vectors only, docs/format.md)")
 t = pq.read_table(seg, columns=["type", "commit_sha", "embedding"]).to_pydict()
 keep = [i for i, ty in enumerate(t["type"]) if ty == "commit"]
 E = np.array([t["embedding"][i] for i in keep], dtype=np.float32)

@@ -742,7 +742,7 @@ impl HnswIndex {
 mod tests {
     use super::*;
     use crate::vectors::write_vector_index;
-    use crate::{VECTOR_SCALAR, VectorIndex};
+    use crate::{VECTOR_SCALAR, VectorIndex, quantize};
 
     /// `n` vectors of `dim` dimensions around 20 centres (clustered, as sentence vectors are).
     fn clustered(n: usize, dim: usize) -> Vec<Vec<f32>> {
@@ -757,10 +757,17 @@ mod tests {
         (0..n).map(|i| centres[i % 20].iter().map(|c| c + 0.4 * next()).collect()).collect()
     }
 
+    /// `vectors.hnsw` of `vectors` (and of the `second` vectors of some rows), each kept as
+    /// rows.parquet keeps it.
     fn written(dir: &Path, vectors: &[Vec<f32>], second: &[(u32, &[f32])]) -> PathBuf {
         let path = dir.join("vectors.hnsw");
-        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        write_vector_index(&path, vectors[0].len(), &refs, second).unwrap();
+        let kept: Vec<Vec<i8>> = vectors.iter().map(|v| quantize(v)).collect();
+        let refs: Vec<&[i8]> = kept.iter().map(Vec::as_slice).collect();
+        let second_kept: Vec<(u32, Vec<i8>)> =
+            second.iter().map(|(o, v)| (*o, quantize(v))).collect();
+        let second: Vec<(u32, &[i8])> =
+            second_kept.iter().map(|(o, v)| (*o, v.as_slice())).collect();
+        write_vector_index(&path, vectors[0].len(), &refs, &second).unwrap();
         path
     }
 

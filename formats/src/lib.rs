@@ -99,6 +99,6 @@ pub use store::{
     manifest_key, segment_key, segment_of_key,
 };
 pub use vectors::{
-    SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, vector_file,
+    SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,
     write_vector_index, write_vector_index_from,
 };

@@ -14,14 +14,18 @@ use crate::error::FormatError;
 /// the bytes a server maps; segment.json's `vector_scalar` says which). Version 5 writes build
 /// segments of rows only, each served through a merged segment (a group of one where alone).
 /// Version 6 indexes the BM25 fields of `text/` without positions (nothing read them).
-pub const FORMAT_VERSION: u32 = 7;
+/// Version 7 writes a merged segment's graph as `vectors.hnsw` (walked on sign codes, rescored
+/// on i8). Version 8 keeps rows.parquet's vectors as i8 ([`crate::quantize`]: what the graphs
+/// hold) instead of float32.
+pub const FORMAT_VERSION: u32 = 8;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
 /// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
 /// layout and differ only in the vectors' scalar; version 5 writes build segments without
 /// serving files, every one served through a merged segment; version 6 differs from 5 only in
-/// the positions `text/` no longer keeps.
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
+/// the positions `text/` no longer keeps; 7 in the merged segments' vector file; 8 in the
+/// element type of rows.parquet's vectors (float32 ones are read quantized).
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.

@@ -250,14 +250,15 @@ pub struct Row {
     /// sha256 of [`Row::embedding_text`]: unchanged text with the same model reuses its vector.
     pub content_sha256: String,
     #[serde(skip)]
-    /// The row's vector from the embedding model (not in the serving index; Parquet only).
-    pub embedding: Vec<f32>,
+    /// The row's vector from the embedding model as hubdex keeps it ([`crate::quantize`]: unit
+    /// length, scaled to 127, i8), empty before it is embedded.
+    pub embedding: Vec<i8>,
     #[serde(skip)]
     /// A second vector, of the title alone ([`Row::title_embedding_text`]), for the rows that
     /// have one (empty otherwise): a commit is often asked for by what its subject says, and
     /// the subject's own vector finds it where the subject + message vector does not. Searched
-    /// as one row with [`Row::embedding`] (the better of the two counts).
-    pub title_embedding: Vec<f32>,
+    /// as one row with [`Row::embedding`] (the better of the two counts). Kept as `embedding`.
+    pub title_embedding: Vec<i8>,
     /// How many leading chars of `body` the model sees (all when `None`). A commit embeds its
     /// message, not its diff; the diff is there for BM25.
     #[serde(skip_serializing_if = "Option::is_none")]

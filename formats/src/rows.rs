@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanArray, BooleanBuilder, FixedSizeListArray, FixedSizeListBuilder,
-    Float32Array, Float32Builder, Int64Array, ListArray, ListBuilder, PrimitiveArray, RecordBatch,
-    StringArray, StringBuilder, TimestampMicrosecondArray,
+    Float32Array, Int8Array, Int8Builder, Int64Array, ListArray, ListBuilder, PrimitiveArray,
+    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Field, Int32Type, Int64Type, Schema, SchemaRef, TimeUnit,
@@ -235,13 +235,18 @@ fn opt_i64(a: Option<&Int64Array>, i: usize) -> Option<i64> {
     a.and_then(|a| (!a.is_null(i)).then(|| a.value(i)))
 }
 
-/// The values of one vector cell of column `name`.
-fn floats(cell: ArrayRef, name: &str) -> Result<Vec<f32>, String> {
+/// The values of one vector cell of column `name`: i8 as format 8 writes them, or float32 as
+/// formats 1 to 7 wrote them, quantized as usearch quantized them when it built their graphs
+/// ([`crate::quantize`]), so a rebuild from an older store keeps every graph's bytes.
+fn vector_cell(cell: ArrayRef, name: &str) -> Result<Vec<i8>, String> {
+    if let Some(v) = cell.as_any().downcast_ref::<Int8Array>() {
+        return Ok(v.values().to_vec());
+    }
     let f = cell
         .as_any()
         .downcast_ref::<Float32Array>()
-        .ok_or_else(|| format!("{name} items are not float32"))?;
-    Ok(f.values().to_vec())
+        .ok_or_else(|| format!("{name} items are neither int8 nor float32"))?;
+    Ok(crate::vectors::quantize(f.values()))
 }
 
 /// Text that is never null; `REQUIRED`: a batch without the column is refused (a row's
@@ -470,63 +475,61 @@ impl ColumnKind for Time {
     }
 }
 
-/// The embedding: `dim` float32 values a row, never null.
+/// The embedding: `dim` i8 values a row ([`crate::quantize`]), never null.
 struct Vector;
 impl ColumnKind for Vector {
-    type Value = Vec<f32>;
+    type Value = Vec<i8>;
     type Array = FixedSizeListArray;
     fn field(name: &str, dim: usize) -> Field {
-        let item = Arc::new(Field::new("item", DataType::Float32, false));
-        Field::new(name, DataType::FixedSizeList(item, dim as i32), false)
+        Field::new(name, DataType::FixedSizeList(vector_item(), dim as i32), false)
     }
     fn write<'a>(
-        v: impl Iterator<Item = &'a Vec<f32>>,
+        v: impl Iterator<Item = &'a Vec<i8>>,
         dim: usize,
     ) -> Result<ArrayRef, FormatError> {
-        let item = Arc::new(Field::new("item", DataType::Float32, false));
-        let v: Vec<&Vec<f32>> = v.collect();
+        let v: Vec<&Vec<i8>> = v.collect();
         if dim == 0 {
             // Rows staged before embedding have no vectors: a zero-width list, whose length
             // Arrow takes from its validity buffer.
             return Ok(Arc::new(FixedSizeListArray::try_new(
-                item,
+                vector_item(),
                 0,
-                Arc::new(Float32Array::from(Vec::<f32>::new())),
+                Arc::new(Int8Array::from(Vec::<i8>::new())),
                 Some(arrow::buffer::NullBuffer::new_valid(v.len())),
             )?));
         }
         let mut b = FixedSizeListBuilder::with_capacity(
-            Float32Builder::with_capacity(v.len() * dim),
+            Int8Builder::with_capacity(v.len() * dim),
             dim as i32,
             v.len(),
         )
-        .with_field(item);
+        .with_field(vector_item());
         for e in v {
             b.values().append_slice(e);
             b.append(true);
         }
         Ok(Arc::new(b.finish()))
     }
-    fn read(a: Option<&FixedSizeListArray>, i: usize, name: &str) -> Result<Vec<f32>, String> {
-        a.map_or(Ok(Vec::new()), |a| floats(a.value(i), name))
+    fn read(a: Option<&FixedSizeListArray>, i: usize, name: &str) -> Result<Vec<i8>, String> {
+        a.map_or(Ok(Vec::new()), |a| vector_cell(a.value(i), name))
     }
+}
+
+/// The items of a vector column (format 8: i8).
+fn vector_item() -> Arc<Field> {
+    Arc::new(Field::new("item", DataType::Int8, false))
 }
 
 /// A second vector, or null for none (an empty `Vec`).
 struct OptVector;
 impl ColumnKind for OptVector {
-    type Value = Vec<f32>;
+    type Value = Vec<i8>;
     type Array = ListArray;
     fn field(name: &str, _: usize) -> Field {
-        Field::new(
-            name,
-            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
-            true,
-        )
+        Field::new(name, DataType::List(vector_item()), true)
     }
-    fn write<'a>(v: impl Iterator<Item = &'a Vec<f32>>, _: usize) -> Result<ArrayRef, FormatError> {
-        let item = Arc::new(Field::new("item", DataType::Float32, false));
-        let mut b = ListBuilder::new(Float32Builder::new()).with_field(item);
+    fn write<'a>(v: impl Iterator<Item = &'a Vec<i8>>, _: usize) -> Result<ArrayRef, FormatError> {
+        let mut b = ListBuilder::new(Int8Builder::new()).with_field(vector_item());
         for e in v {
             if e.is_empty() {
                 b.append_null();
@@ -537,9 +540,9 @@ impl ColumnKind for OptVector {
         }
         Ok(Arc::new(b.finish()))
     }
-    fn read(a: Option<&ListArray>, i: usize, name: &str) -> Result<Vec<f32>, String> {
+    fn read(a: Option<&ListArray>, i: usize, name: &str) -> Result<Vec<i8>, String> {
         match a {
-            Some(a) if !a.is_null(i) => floats(a.value(i), name),
+            Some(a) if !a.is_null(i) => vector_cell(a.value(i), name),
             _ => Ok(Vec::new()),
         }
     }
@@ -607,12 +610,12 @@ mod tests {
         a.files_changed = vec!["src/a.rs".into(), "src/b.rs".into()];
         a.created_at = DateTime::from_timestamp(1_700_000_000, 0);
         a.commit_sha = Some("abc".into());
-        a.embedding = vec![0.5, -0.5];
-        a.title_embedding = vec![0.25, 0.75];
+        a.embedding = vec![90, -90];
+        a.title_embedding = vec![40, 120];
         let mut b = Row::new(RowType::Doc, "o/r", "file/README.md", 1);
         b.heading_path = vec!["Intro".into(), "Install".into()];
         b.set_body("run it");
-        b.embedding = vec![1.0, 0.0];
+        b.embedding = vec![127, 0];
         write_rows(&path, &[a.clone(), b.clone()], 2).unwrap();
         assert_eq!(read_rows(&path, true).unwrap(), vec![a.clone(), b]);
         let without = read_rows(&path, false).unwrap();
@@ -621,9 +624,48 @@ mod tests {
     }
 
     #[test]
+    fn float32_vectors_of_formats_1_to_7_read_as_usearch_kept_them() {
+        use arrow::array::Float32Builder;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.parquet");
+        let f32_item = || Arc::new(Field::new("item", DataType::Float32, false));
+        let schema = Arc::new(Schema::new(vec![
+            utf8("id", false),
+            utf8("type", false),
+            utf8("repo", false),
+            utf8("entity", false),
+            Field::new("embedding", DataType::FixedSizeList(f32_item(), 2), false),
+            Field::new("title_embedding", DataType::List(f32_item()), true),
+        ]));
+        let mut emb = FixedSizeListBuilder::new(Float32Builder::new(), 2).with_field(f32_item());
+        emb.values().append_slice(&[0.6, -0.8]);
+        emb.append(true);
+        let mut title = ListBuilder::new(Float32Builder::new()).with_field(f32_item());
+        title.values().append_slice(&[3.0, 4.0]);
+        title.append(true);
+        let columns: Vec<ArrayRef> = vec![
+            strings([Some("commit:x")].into_iter()),
+            strings([Some("commit")].into_iter()),
+            strings([Some("o/r")].into_iter()),
+            strings([Some("commit/x")].into_iter()),
+            Arc::new(emb.finish()),
+            Arc::new(title.finish()),
+        ];
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let mut w = zstd_writer(&path, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let rows = read_rows(&path, true).unwrap();
+        // 0.6 × 127 = 76.2 and −0.8 × 127 = −101.6, truncated toward zero; (3, 4) is scaled to
+        // unit length first.
+        assert_eq!(rows[0].embedding, vec![76, -101]);
+        assert_eq!(rows[0].title_embedding, vec![76, 101]);
+    }
+
+    #[test]
     fn a_wrong_embedding_length_is_refused_by_name() {
         let mut a = Row::new(RowType::Doc, "o/r", "file/x", 0);
-        a.embedding = vec![1.0];
+        a.embedding = vec![127];
         let err = rows_to_batch(&[a.clone()], 3).unwrap_err().to_string();
         assert!(err.contains(&a.id) && err.contains("3"), "{err}");
     }

@@ -209,8 +209,8 @@ pub(crate) fn write_indexes(
 ) -> Result<(), FormatError> {
     // The text and vector indexes are independent: build them side by side (each stays
     // deterministic; together they take the longer one's time, not the sum).
-    let vectors: Vec<&[f32]> = input.rows.iter().map(|r| r.embedding.as_slice()).collect();
-    let second: Vec<(u32, &[f32])> = (input.rows.iter().enumerate())
+    let vectors: Vec<&[i8]> = input.rows.iter().map(|r| r.embedding.as_slice()).collect();
+    let second: Vec<(u32, &[i8])> = (input.rows.iter().enumerate())
         .filter(|(_, r)| !r.title_embedding.is_empty())
         .map(|(i, r)| (i as u32, r.title_embedding.as_slice()))
         .collect();

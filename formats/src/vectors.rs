@@ -17,6 +17,22 @@ pub const VECTOR_SCALAR: &str = "b1+i8";
 /// no measured loss of retrieval quality (docs/performance.md, "Format 4").
 pub const USEARCH_I8: &str = "i8";
 
+/// A model vector as hubdex keeps it (format 8: rows.parquet, the graphs): scaled to unit
+/// length and then by 127, each value truncated toward zero into an i8. This is usearch's own
+/// cast from f32 to i8, step for step (the magnitude in f64, `x * 127 / magnitude`, clamped,
+/// truncated), so a graph built from the kept vector is the graph format 7 built from the
+/// model's float32 one; a zero or NaN-length vector is all zeros, as usearch makes it. The
+/// cosine of two kept vectors is their models' cosine within the rounding (docs/format.md).
+pub fn quantize(v: &[f32]) -> Vec<i8> {
+    let magnitude = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    // Zero, or NaN from a NaN value (usearch's `!(magnitude > 0)`).
+    if magnitude.is_nan() || magnitude <= 0.0 {
+        return vec![0; v.len()];
+    }
+    // `as i8` truncates toward zero, as C++'s static_cast does; the clamp keeps it in range.
+    v.iter().map(|&x| (f64::from(x) * 127.0 / magnitude).clamp(-127.0, 127.0) as i8).collect()
+}
+
 /// The vector file of a segment whose segment.json says `vector_scalar`.
 pub fn vector_file(vector_scalar: &str) -> &'static str {
     if vector_scalar == VECTOR_SCALAR {
@@ -71,8 +87,8 @@ fn ordinal_of(key: u64) -> u64 {
 pub fn write_vector_index(
     path: &Path,
     dim: usize,
-    vectors: &[&[f32]],
-    second: &[(u32, &[f32])],
+    vectors: &[&[i8]],
+    second: &[(u32, &[i8])],
 ) -> Result<(), FormatError> {
     write_vector_index_from(path, dim, vectors, second, None)
 }
@@ -107,12 +123,12 @@ impl VectorIndexBuilder {
     }
 
     /// Adds the main vector of row `ordinal`.
-    pub(crate) fn add(&self, ordinal: usize, v: &[f32]) -> Result<(), FormatError> {
+    pub(crate) fn add(&self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
         self.index.add(ordinal as u64, v).map_err(vector_error(&self.path))
     }
 
     /// Adds the second (title) vector of row `ordinal`.
-    pub(crate) fn add_second(&self, ordinal: usize, v: &[f32]) -> Result<(), FormatError> {
+    pub(crate) fn add_second(&self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
         self.index.add(SECOND_VECTOR + ordinal as u64, v).map_err(vector_error(&self.path))
     }
 
@@ -128,8 +144,8 @@ impl VectorIndexBuilder {
 pub fn write_vector_index_from(
     path: &Path,
     dim: usize,
-    vectors: &[&[f32]],
-    second: &[(u32, &[f32])],
+    vectors: &[&[i8]],
+    second: &[(u32, &[i8])],
     base: Option<VectorBase<'_>>,
 ) -> Result<(), FormatError> {
     let err = vector_error(path);
@@ -340,13 +356,52 @@ impl VectorIndex {
 mod tests {
     use super::*;
 
+    fn kept(vectors: &[Vec<f32>]) -> Vec<Vec<i8>> {
+        vectors.iter().map(|v| quantize(v)).collect()
+    }
+
+    #[test]
+    fn quantize_keeps_what_usearch_keeps_of_a_float_vector() {
+        // usearch's i8 index casts each f32 vector it is given; the vector read back is what
+        // it kept. `quantize` must give the same bytes, or a graph built from rows.parquet's
+        // i8 vectors would not be the graph built from the model's floats.
+        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        };
+        let dim = 384;
+        let mut vectors: Vec<Vec<f32>> =
+            (0..500).map(|_| (0..dim).map(|_| next() * next()).collect()).collect();
+        // Edge cases: a unit axis (exactly 127), a tiny vector, halves that land on .5 steps,
+        // and the zero vector.
+        vectors.push((0..dim).map(|i| if i == 3 { 1.0 } else { 0.0 }).collect());
+        vectors.push((0..dim).map(|i| 1e-30 * (i as f32 - 100.0)).collect());
+        vectors.push((0..dim).map(|i| ((i % 7) as f32 - 3.0) / 2.0).collect());
+        vectors.push(vec![0.0; dim]);
+        let index = Index::new(&options(dim, ScalarKind::I8)).unwrap();
+        index.reserve(vectors.len()).unwrap();
+        for (i, v) in vectors.iter().enumerate() {
+            index.add(i as u64, v).unwrap();
+        }
+        for (i, v) in vectors.iter().enumerate() {
+            let mut stored = vec![0i8; dim];
+            assert_eq!(index.get(i as u64, &mut stored).unwrap(), 1);
+            assert_eq!(quantize(v), stored, "vector {i}");
+        }
+        assert_eq!(quantize(&vectors[500])[3], 127);
+    }
+
     #[test]
     fn more_concurrent_searches_than_slots_all_succeed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v.usearch");
         let vectors: Vec<Vec<f32>> =
             (0..200).map(|i| (0..8).map(|d| ((i * 7 + d) % 13) as f32 + 0.5).collect()).collect();
-        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
+        let kept = kept(&vectors);
+        let refs: Vec<&[i8]> = kept.iter().map(Vec::as_slice).collect();
         write_vector_index(&path, 8, &refs, &[]).unwrap();
         let index =
             std::sync::Arc::new(VectorIndex::open(&path, 8, 200, 0, VECTOR_SCALAR).unwrap());
@@ -374,8 +429,9 @@ mod tests {
             |d: usize| -> Vec<f32> { (0..8).map(|i| if i == d { 1.0 } else { 0.0 }).collect() };
         // Rows 0..4 point along axes 0..4; row 1's second vector points along axis 6.
         let vectors: Vec<Vec<f32>> = (0..4).map(unit).collect();
-        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        let second = unit(6);
+        let kept = kept(&vectors);
+        let refs: Vec<&[i8]> = kept.iter().map(Vec::as_slice).collect();
+        let second = quantize(&unit(6));
         write_vector_index(&path, 8, &refs, &[(1, second.as_slice())]).unwrap();
         assert!(VectorIndex::open(&path, 8, 4, 0, VECTOR_SCALAR).is_err(), "the count is checked");
         let index = VectorIndex::open(&path, 8, 4, 1, VECTOR_SCALAR).unwrap();
@@ -401,8 +457,9 @@ mod tests {
         // Rows 0..3 are the base (row 1 has a second vector); rows 3..6 are added to it (row 4
         // has one too).
         let vectors: Vec<Vec<f32>> = (0..6).map(unit).collect();
-        let refs: Vec<&[f32]> = vectors.iter().map(Vec::as_slice).collect();
-        let (s1, s4) = (unit(6), unit(7));
+        let kept = kept(&vectors);
+        let refs: Vec<&[i8]> = kept.iter().map(Vec::as_slice).collect();
+        let (s1, s4) = (quantize(&unit(6)), quantize(&unit(7)));
         // A base is a format-4 segment's vectors.usearch: written by usearch as it was then.
         let base = dir.path().join("base.usearch");
         let graph = Index::new(&options(8, ScalarKind::I8)).unwrap();

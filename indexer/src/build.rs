@@ -11,8 +11,8 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
-    ModelIdentity, Row, Store, TextEmbedder, cache_dir, read_rows, sha256_hex, snapshot_id,
-    start_segment,
+    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
+    snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
@@ -168,11 +168,12 @@ pub(crate) enum Source {
 
 /// Fills every row's embedding, and the title embedding of the rows that have one
 /// ([`Row::title_embedding_text`]): each reused when the same text was embedded before with
-/// this model (`previous`: sha256 of a text → its vector), else embedded. Returns (embedded,
+/// this model (`previous`: sha256 of a text → its vector), else embedded and quantized as it
+/// is kept ([`quantize`]). Returns (embedded,
 /// reused) in rows: a row counts as embedded when any of its vectors was computed.
 fn fill_vectors(
     rows: &mut [Row],
-    previous: &HashMap<String, Vec<f32>>,
+    previous: &HashMap<String, Vec<i8>>,
     embedder: &dyn TextEmbedder,
     pb: &ProgressBar,
 ) -> anyhow::Result<(u64, u64)> {
@@ -199,6 +200,7 @@ fn fill_vectors(
     let refs: Vec<&str> = todo.iter().map(|t| t.2.as_str()).collect();
     let vectors = embedder.embed_texts(&refs, &mut |n| pb.inc(n as u64))?;
     for ((i, title, _), v) in todo.iter().zip(vectors) {
+        let v = quantize(&v);
         if *title {
             rows[*i].title_embedding = v;
         } else {
@@ -225,11 +227,7 @@ fn text_hashes(rows: &[Row]) -> HashSet<String> {
 /// Adds to `out` the vectors of `previous` (rows of the repository's current segments) whose
 /// texts are in `wanted`: main vectors by `content_sha256`, title vectors by the hash of their
 /// text.
-fn keep_reusable(
-    previous: Vec<Row>,
-    wanted: &HashSet<String>,
-    out: &mut HashMap<String, Vec<f32>>,
-) {
+fn keep_reusable(previous: Vec<Row>, wanted: &HashSet<String>, out: &mut HashMap<String, Vec<i8>>) {
     for mut r in previous {
         if let Some(text) = r.title_embedding_text() {
             let sha = sha256_hex(text.as_bytes());
@@ -474,7 +472,7 @@ pub(crate) async fn embed_one(
         .filter(|(_, (_, same))| same.is_none())
         .flat_map(|(p, _)| text_hashes(&p.rows))
         .collect();
-    let mut reusable: HashMap<String, Vec<f32>> = HashMap::new();
+    let mut reusable: HashMap<String, Vec<i8>> = HashMap::new();
     if !wanted.is_empty() {
         if previous.is_empty() {
             for seg in &prev_segments {

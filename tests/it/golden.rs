@@ -1,6 +1,7 @@
 //! The committed golden snapshot of every readable format version still opens and answers: a
 //! reader change that breaks old snapshots fails here.
 
+use arrow::datatypes::DataType;
 use hubdex_formats::{
     FORMAT_VERSION, READABLE_VERSIONS, Segment, Store, read_rows, upgrade_segment,
 };
@@ -17,12 +18,13 @@ const GOLDEN_V4: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v4
 const GOLDEN_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v5");
 const GOLDEN_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v6");
 const GOLDEN_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v7");
+const GOLDEN_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v8");
 
 #[test]
 fn every_readable_format_version_has_a_golden_fixture() {
-    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(READABLE_VERSIONS, [1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(
-        FORMAT_VERSION, 7,
+        FORMAT_VERSION, 8,
         "a new format version needs a golden fixture of its own (tests/fixtures/make-golden.sh)"
     );
 }
@@ -61,6 +63,43 @@ fn the_golden_v6_snapshot_verifies_opens_and_answers_without_positions() {
 #[test]
 fn the_golden_v7_snapshot_verifies_opens_and_answers_with_its_code_walk() {
     check_golden(GOLDEN_V7, &latest_snapshot(GOLDEN_V7), 7, 9);
+}
+
+#[test]
+fn the_golden_v8_snapshot_verifies_opens_and_answers_with_i8_rows() {
+    check_golden(GOLDEN_V8, &latest_snapshot(GOLDEN_V8), 8, 9);
+    // Its rows.parquet files keep i8 vectors, which pyarrow and DuckDB read
+    // (tests/it/parquet_readers.rs); format 7's kept float32.
+    for (fixture, item) in [(GOLDEN_V7, DataType::Float32), (GOLDEN_V8, DataType::Int8)] {
+        for file in build_segment_rows(fixture) {
+            let f = std::fs::File::open(&file).unwrap();
+            let b =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap();
+            let schema = b.schema();
+            for (name, ty) in [
+                ("embedding", schema.field_with_name("embedding").unwrap()),
+                ("title_embedding", schema.field_with_name("title_embedding").unwrap()),
+            ] {
+                let inner = match ty.data_type() {
+                    DataType::FixedSizeList(f, 384) | DataType::List(f) => f.data_type().clone(),
+                    other => panic!("{name}: {other}"),
+                };
+                assert_eq!(inner, item, "{} {name}", file.display());
+            }
+        }
+    }
+}
+
+/// The rows.parquet files of `fixture`'s build segments.
+fn build_segment_rows(fixture: &str) -> Vec<std::path::PathBuf> {
+    let segments = std::path::Path::new(fixture).join("segments");
+    let mut out: Vec<_> = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("rows.parquet"))
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    out
 }
 
 /// What a copy of `fixture` answers to `search` in `fusion` for each query: (id, score) pairs,
@@ -103,6 +142,29 @@ fn formats_6_and_7_answer_dense_queries_alike() {
     }
 }
 
+/// Format 8 keeps rows.parquet's vectors as the i8 values usearch kept of the float32 ones
+/// format 7 wrote: built from the same repositories, the golden v7 and v8 fixtures hold the
+/// same vector graph to the byte and answer every query alike, in every fusion, to the score.
+#[test]
+fn formats_7_and_8_hold_the_same_graph_and_answer_alike() {
+    let graph = |fixture: &str| {
+        let segments = std::path::Path::new(fixture).join("segments");
+        let unit = std::fs::read_dir(&segments)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("merged-"))
+            .unwrap();
+        std::fs::read(unit.join("vectors.hnsw")).unwrap()
+    };
+    assert!(graph(GOLDEN_V7) == graph(GOLDEN_V8), "vectors.hnsw differs");
+    let queries = ["tulips", "prune the roses before winter", "a second repository", "why"];
+    for fusion in ["dense_only", "sparse_only", "rrf"] {
+        let v7 = answers(GOLDEN_V7, fusion, 5, &queries);
+        assert!(v7.iter().all(|a| !a.is_empty()), "{fusion}");
+        assert_eq!(v7, answers(GOLDEN_V8, fusion, 5, &queries), "{fusion}");
+    }
+}
+
 /// Format 6 dropped the BM25 fields' positions, which nothing read: the golden v5 and v6
 /// fixtures (the same repositories) rank and score every sparse answer alike.
 #[test]
@@ -115,26 +177,28 @@ fn formats_5_and_6_score_bm25_alike() {
     assert_eq!(v5, answers(GOLDEN_V6, "sparse_only", 10, &queries));
 }
 
-/// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture's own
-/// repositories (made again, the same commits) rebuilt into a copy of it publish a snapshot of
-/// the current format without embedding anything, and it answers as the v4 one did.
-#[test]
-fn a_format_4_store_rebuilds_as_the_current_format_reusing_every_vector() {
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("store");
-    copy_dir(std::path::Path::new(GOLDEN_V4), &copy);
-    let repos = dir.path().join("repos");
+/// A copy of the golden fixture of format `version`, rebuilt from its own repositories (made
+/// again, the same commits): the build must publish a snapshot of the current format on top of
+/// it without embedding anything. Returns the copy's directory (in `dir`) and the new manifest.
+fn rebuilt_without_embedding(
+    fixture: &str,
+    version: u32,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, hubdex_formats::Manifest) {
+    let copy = dir.join("store");
+    copy_dir(std::path::Path::new(fixture), &copy);
+    let repos = dir.join("repos");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/make-golden.sh");
     let made = std::process::Command::new("bash")
         .args([script, "--repos"])
         .arg(&repos)
-        .arg("4")
+        .arg(version.to_string())
         .status()
         .unwrap();
     assert!(made.success());
     let mut opts = crate::fixture::options(&copy, &repos.join("golden"));
     opts.sources.push(repos.join("golden-two"));
-    runtime().block_on(async {
+    let m = runtime().block_on(async {
         let store = Store::open(copy.to_str().unwrap()).unwrap();
         let before = store.latest_manifest().await.unwrap();
         let report = hubdex_indexer::build(&opts).await.unwrap();
@@ -148,6 +212,19 @@ fn a_format_4_store_rebuilds_as_the_current_format_reusing_every_vector() {
         assert_eq!(m.build.rows, before.segments.iter().map(|s| s.rows).sum::<u64>());
         assert!(m.segments.iter().all(|s| !s.has_serving_files()), "{:?}", m.segments);
         assert_eq!(m.serving_units().len(), 1);
+        m
+    });
+    (copy, m)
+}
+
+/// A store built before format 5 keeps rebuilding incrementally: the golden v4 fixture rebuilt
+/// publishes a snapshot of the current format without embedding anything, and it answers as
+/// the v4 one did.
+#[test]
+fn a_format_4_store_rebuilds_as_the_current_format_reusing_every_vector() {
+    let dir = tempfile::tempdir().unwrap();
+    let (copy, m) = rebuilt_without_embedding(GOLDEN_V4, 4, dir.path());
+    runtime().block_on(async {
         let st = state(&copy).await;
         let args = json!({"query": "plant tulips in the flower bed", "top_k": 1})
             .as_object()
@@ -157,6 +234,33 @@ fn a_format_4_store_rebuilds_as_the_current_format_reusing_every_vector() {
         assert_eq!(answer["snapshot"], json!(m.snapshot));
         assert_eq!(answer["results"][0]["title"], json!("Plant tulips in the flower bed"));
     });
+}
+
+/// A format-7 store (float32 vectors in rows.parquet) rebuilt reuses every vector, quantized
+/// as usearch quantized it: the new merged unit's graph is the old one to the byte.
+#[test]
+fn a_format_7_store_rebuilds_with_its_vectors_kept_as_its_graph_kept_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (copy, m) = rebuilt_without_embedding(GOLDEN_V7, 7, dir.path());
+    let unit = &m.serving_units()[0];
+    let rebuilt = copy.join("segments").join(&unit.id).join("vectors.hnsw");
+    let old = std::fs::read_dir(std::path::Path::new(GOLDEN_V7).join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("vectors.hnsw"))
+        .find(|p| p.is_file())
+        .unwrap();
+    assert!(std::fs::read(&rebuilt).unwrap() == std::fs::read(old).unwrap());
+    for file in build_segment_rows(copy.to_str().unwrap()) {
+        let rows = read_rows(&file, true).unwrap();
+        let v7 = build_segment_rows(GOLDEN_V7)
+            .into_iter()
+            .flat_map(|f| read_rows(&f, true).unwrap())
+            .collect::<Vec<_>>();
+        for r in rows.iter().filter(|r| v7.iter().any(|o| o.id == r.id)) {
+            let o = v7.iter().find(|o| o.id == r.id).unwrap();
+            assert_eq!((&r.embedding, &r.title_embedding), (&o.embedding, &o.title_embedding));
+        }
+    }
 }
 
 /// The snapshot a committed fixture's LATEST names.
@@ -277,18 +381,14 @@ pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// The writer of rows.parquet, generated from one list of columns, writes the golden v4
+/// The writer of rows.parquet, generated from one list of columns, writes the golden v8
 /// segments' own rows back to the very bytes the fixture holds: the schema, the column order
-/// and every type are what format 4 wrote.
+/// and every type are what format 8 wrote.
 #[test]
-fn golden_v4_rows_written_again_are_the_same_bytes() {
-    let segments = std::path::Path::new(GOLDEN_V4).join("segments");
-    let mut checked = 0;
-    for entry in std::fs::read_dir(&segments).unwrap() {
-        let rows_file = entry.unwrap().path().join("rows.parquet");
-        if !rows_file.is_file() {
-            continue;
-        }
+fn golden_v8_rows_written_again_are_the_same_bytes() {
+    let files = build_segment_rows(GOLDEN_V8);
+    assert_eq!(files.len(), 2, "the golden v8 fixture has two build segments");
+    for rows_file in files {
         let rows = read_rows(&rows_file, true).unwrap();
         let dim = rows[0].embedding.len();
         let dir = tempfile::tempdir().unwrap();
@@ -299,7 +399,5 @@ fn golden_v4_rows_written_again_are_the_same_bytes() {
             "{} written again differs",
             rows_file.display()
         );
-        checked += 1;
     }
-    assert_eq!(checked, 2, "the golden v4 fixture has two build segments");
 }

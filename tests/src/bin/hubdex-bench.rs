@@ -229,10 +229,11 @@ fn variant(base: &Row, k: usize, repo: &str, rng: &mut Mix) -> Row {
         .map(|(_, w)| w)
         .collect();
     r.set_body(&format!("{} v{k}", body.join(" ")));
-    let mut v: Vec<f32> = base.embedding.iter().map(|x| x + 0.02 * rng.gauss()).collect();
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-    v.iter_mut().for_each(|x| *x /= norm);
-    r.embedding = v;
+    // The base vector near unit length again (kept vectors are scaled to 127), moved a little,
+    // and kept as a build keeps a model's vector.
+    let v: Vec<f32> =
+        base.embedding.iter().map(|&x| f32::from(x) / 127.0 + 0.02 * rng.gauss()).collect();
+    r.embedding = hubdex_formats::quantize(&v);
     r
 }
 
