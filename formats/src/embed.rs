@@ -60,13 +60,14 @@ pub trait TextEmbedder: Send + Sync {
     /// Which model this is (its identity goes into every segment it embeds).
     fn identity(&self) -> &ModelIdentity;
 
-    /// Embeds texts, results in input order; `progress` is called with the number of texts
-    /// finished as they finish.
+    /// Embeds texts, handing each vector to `each` with the text's index as soon as its batch
+    /// is done (in no particular order), so a caller keeps what it needs of a vector and
+    /// nothing holds all of them as float32.
     fn embed_texts(
         &self,
         texts: &[&str],
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<Vec<f32>>, EmbedError>;
+        each: &mut dyn FnMut(usize, Vec<f32>),
+    ) -> Result<(), EmbedError>;
 }
 
 impl TextEmbedder for Embedder {
@@ -77,9 +78,9 @@ impl TextEmbedder for Embedder {
     fn embed_texts(
         &self,
         texts: &[&str],
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.embed(texts, progress)
+        each: &mut dyn FnMut(usize, Vec<f32>),
+    ) -> Result<(), EmbedError> {
+        self.embed_each(texts, each)
     }
 }
 
@@ -269,15 +270,21 @@ impl Embedder {
 
     /// Embeds texts: sorted by length into batches so padding stays small, at most
     /// [`BATCH_SIZE`] texts and about [`BATCH_TOKENS`] tokens a batch; results in input order.
-    /// `progress` is called with the number of texts finished after each batch.
-    pub fn embed(
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = vec![Vec::new(); texts.len()];
+        self.embed_each(texts, &mut |i, v| out[i] = v)?;
+        Ok(out)
+    }
+
+    /// [`Self::embed`], handing each vector to `each` with its text's index as its batch ends
+    /// (batches go shortest texts first): the caller keeps what it wants of each.
+    pub fn embed_each(
         &self,
         texts: &[&str],
-        mut progress: impl FnMut(usize),
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        each: &mut dyn FnMut(usize, Vec<f32>),
+    ) -> Result<(), EmbedError> {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
-        let mut out = vec![Vec::new(); texts.len()];
         let mut start = 0;
         while start < order.len() {
             // Sorted by length: the text a batch adds last is its longest.
@@ -292,12 +299,11 @@ impl Embedder {
             let chunk = &order[start..end];
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
-                out[i] = v;
+                each(i, v);
             }
-            progress(chunk.len());
             start = end;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// A free session of the pool, or the first one to come free.

@@ -125,11 +125,11 @@ fn human(bytes: u64) -> String {
     }
 }
 
-/// What a row weighs in a build's memory: its texts, its vectors (`dim` floats each) and a
-/// fixed part for the other fields.
+/// What a row weighs in a build's memory: its texts, its vectors (`dim` bytes each: kept as
+/// i8 from the moment the model makes them, format 8) and a fixed part for the other fields.
 pub(crate) fn row_bytes(row: &Row, dim: usize) -> u64 {
     let vectors = if row.title.is_some() { 2 } else { 1 };
-    (row.body.len() + row.title.as_deref().map_or(0, str::len) + 4 * dim * vectors + 256) as u64
+    (row.body.len() + row.title.as_deref().map_or(0, str::len) + dim * vectors + 256) as u64
 }
 
 /// Where a row goes in a repository's stream: the history (commits and their diffs) by time,
@@ -153,7 +153,7 @@ pub(crate) struct Part {
 }
 
 /// Cuts a repository's rows into build segments of about `share` bytes each (as
-/// [`row_bytes`] counts them with vectors of `dim` floats): one segment, as it is, when all of
+/// [`row_bytes`] counts them with vectors of `dim` bytes): one segment, as it is, when all of
 /// them fit in `share`. A file goes with the segment holding its rows (`file/<path>`), an edge
 /// with the segment holding its source entity; the others with the last segment.
 pub(crate) fn cut(

@@ -198,15 +198,17 @@ fn fill_vectors(
     computed.dedup();
     pb.inc_length(todo.len() as u64);
     let refs: Vec<&str> = todo.iter().map(|t| t.2.as_str()).collect();
-    let vectors = embedder.embed_texts(&refs, &mut |n| pb.inc(n as u64))?;
-    for ((i, title, _), v) in todo.iter().zip(vectors) {
+    // Each vector is kept as i8 as it comes: only a batch's float32 vectors are ever held.
+    embedder.embed_texts(&refs, &mut |k, v| {
+        let (i, title, _) = todo[k];
         let v = quantize(&v);
-        if *title {
-            rows[*i].title_embedding = v;
+        if title {
+            rows[i].title_embedding = v;
         } else {
-            rows[*i].embedding = v;
+            rows[i].embedding = v;
         }
-    }
+        pb.inc(1);
+    })?;
     let embedded = computed.len() as u64;
     Ok((embedded, rows.len() as u64 - embedded))
 }

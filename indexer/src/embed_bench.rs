@@ -54,9 +54,9 @@ pub fn embed_bench(
     let corpus = embed_bench_corpus(root)?;
     let texts: Vec<&str> = corpus.iter().cycle().take(n).map(String::as_str).collect();
     let embedder = Embedder::load(model_dir, device)?;
-    embedder.embed(&texts[..texts.len().min(64)], |_| {})?;
+    embedder.embed(&texts[..texts.len().min(64)])?;
     let t = Instant::now();
-    embedder.embed(&texts, |_| {})?;
+    embedder.embed(&texts)?;
     let seconds = t.elapsed().as_secs_f64();
     Ok(EmbedBenchReport {
         device: format!("{device:?}"),

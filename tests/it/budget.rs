@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 
 use crate::fixture::{options, runtime, state};
 
-/// A budget whose build segments hold about 2 MB of row data each (a test's history of a few
+/// A budget whose build segments hold about 768 KB of row data each (a test's history of a few
 /// MB is cut into several).
 fn small_budget() -> MemoryBudget {
-    MemoryBudget::unchecked(16 << 20)
+    MemoryBudget::unchecked(6 << 20)
 }
 
 fn build_into(opts: &BuildOptions) -> BuildReport {

@@ -200,23 +200,19 @@ impl TextEmbedder for HashEmbedder {
     fn embed_texts(
         &self,
         texts: &[&str],
-        progress: &mut dyn FnMut(usize),
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        each: &mut dyn FnMut(usize, Vec<f32>),
+    ) -> Result<(), EmbedError> {
         let dim = self.identity.dim;
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(256) {
-            for text in chunk {
-                let mut v = vec![0f32; dim];
-                for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-                    let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-                    });
-                    v[(h % dim as u64) as usize] += if h & (1 << 63) != 0 { 1.0 } else { -1.0 };
-                }
-                out.push(normalised(v));
+        for (i, text) in texts.iter().enumerate() {
+            let mut v = vec![0f32; dim];
+            for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+                let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+                });
+                v[(h % dim as u64) as usize] += if h & (1 << 63) != 0 { 1.0 } else { -1.0 };
             }
-            progress(chunk.len());
+            each(i, normalised(v));
         }
-        Ok(out)
+        Ok(())
     }
 }

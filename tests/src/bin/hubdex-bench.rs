@@ -843,9 +843,9 @@ async fn embed_bench(
     let mut embedder = Embedder::load(model, Device::Cpu)?;
     embedder.set_batch_tokens(if batch_tokens == 0 { usize::MAX } else { batch_tokens });
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    embedder.embed(&refs[..refs.len().min(32)], |_| {})?; // warm-up
+    embedder.embed(&refs[..refs.len().min(32)])?; // warm-up
     let t = Instant::now();
-    let vectors = embedder.embed(&refs, |_| {})?;
+    let vectors = embedder.embed(&refs)?;
     let s = t.elapsed().as_secs_f64();
     if let Some(path) = vectors_out {
         std::fs::write(path, serde_json::to_vec(&vectors)?)?;
@@ -971,7 +971,7 @@ fn embedder_memory(
     let indexer = Embedder::load(model, Device::Cpu)?;
     let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
     let same = indexer
-        .embed(&refs, |_| {})?
+        .embed(&refs)?
         .iter()
         .zip(&vectors)
         .filter(|(a, b)| a.iter().map(|x| x.to_bits()).eq(b.iter().map(|x| x.to_bits())))
