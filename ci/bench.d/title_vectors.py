@@ -34,8 +34,7 @@ keep = [i for i, ty in enumerate(t["type"]) if ty == "commit"]
 shas = [t["commit_sha"][i] for i in keep]
 titles = [t["title"][i] or "" for i in keep]
 E = np.array([t["embedding"][i] for i in keep], dtype=np.float32)
-E /= np.linalg.norm(E, axis=1, keepdims=True)  # format 8 keeps i8 (unit vector x 127)
-E /= np.linalg.norm(E, axis=1, keepdims=True)
+E /= np.linalg.norm(E, axis=1, keepdims=True)  # unit length (format 8 keeps i8: unit vector x 127)
 
 tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
 tok.no_padding()

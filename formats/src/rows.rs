@@ -663,6 +663,38 @@ mod tests {
     }
 
     #[test]
+    fn a_vector_column_of_another_element_type_is_refused_by_name() {
+        use arrow::array::Int16Builder;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.parquet");
+        let i16_item = || Arc::new(Field::new("item", DataType::Int16, false));
+        let schema = Arc::new(Schema::new(vec![
+            utf8("id", false),
+            utf8("type", false),
+            utf8("repo", false),
+            utf8("entity", false),
+            Field::new("embedding", DataType::FixedSizeList(i16_item(), 2), false),
+        ]));
+        let mut emb = FixedSizeListBuilder::new(Int16Builder::new(), 2).with_field(i16_item());
+        emb.values().append_slice(&[300, -300]);
+        emb.append(true);
+        let columns: Vec<ArrayRef> = vec![
+            strings([Some("commit:x")].into_iter()),
+            strings([Some("commit")].into_iter()),
+            strings([Some("o/r")].into_iter()),
+            strings([Some("commit/x")].into_iter()),
+            Arc::new(emb.finish()),
+        ];
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let mut w = zstd_writer(&path, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let err = read_rows(&path, true).unwrap_err().to_string();
+        assert!(err.contains("rows.parquet") && err.contains("embedding"), "{err}");
+        assert!(err.contains("neither int8 nor float32"), "{err}");
+    }
+
+    #[test]
     fn a_wrong_embedding_length_is_refused_by_name() {
         let mut a = Row::new(RowType::Doc, "o/r", "file/x", 0);
         a.embedding = vec![127];

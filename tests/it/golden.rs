@@ -102,6 +102,17 @@ fn build_segment_rows(fixture: &str) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// The bytes of the `vectors.hnsw` of `fixture`'s one merged segment.
+fn merged_graph(fixture: &str) -> Vec<u8> {
+    let segments = std::path::Path::new(fixture).join("segments");
+    let unit = std::fs::read_dir(&segments)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("merged-"))
+        .unwrap();
+    std::fs::read(unit.join("vectors.hnsw")).unwrap()
+}
+
 /// What a copy of `fixture` answers to `search` in `fusion` for each query: (id, score) pairs,
 /// in answer order.
 fn answers(fixture: &str, fusion: &str, top_k: u64, queries: &[&str]) -> Vec<Vec<(Value, Value)>> {
@@ -147,16 +158,7 @@ fn formats_6_and_7_answer_dense_queries_alike() {
 /// same vector graph to the byte and answer every query alike, in every fusion, to the score.
 #[test]
 fn formats_7_and_8_hold_the_same_graph_and_answer_alike() {
-    let graph = |fixture: &str| {
-        let segments = std::path::Path::new(fixture).join("segments");
-        let unit = std::fs::read_dir(&segments)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("merged-"))
-            .unwrap();
-        std::fs::read(unit.join("vectors.hnsw")).unwrap()
-    };
-    assert!(graph(GOLDEN_V7) == graph(GOLDEN_V8), "vectors.hnsw differs");
+    assert!(merged_graph(GOLDEN_V7) == merged_graph(GOLDEN_V8), "vectors.hnsw differs");
     let queries = ["tulips", "prune the roses before winter", "a second repository", "why"];
     for fusion in ["dense_only", "sparse_only", "rrf"] {
         let v7 = answers(GOLDEN_V7, fusion, 5, &queries);
@@ -244,21 +246,17 @@ fn a_format_7_store_rebuilds_with_its_vectors_kept_as_its_graph_kept_them() {
     let (copy, m) = rebuilt_without_embedding(GOLDEN_V7, 7, dir.path());
     let unit = &m.serving_units()[0];
     let rebuilt = copy.join("segments").join(&unit.id).join("vectors.hnsw");
-    let old = std::fs::read_dir(std::path::Path::new(GOLDEN_V7).join("segments"))
-        .unwrap()
-        .map(|e| e.unwrap().path().join("vectors.hnsw"))
-        .find(|p| p.is_file())
-        .unwrap();
-    assert!(std::fs::read(&rebuilt).unwrap() == std::fs::read(old).unwrap());
+    assert!(std::fs::read(&rebuilt).unwrap() == merged_graph(GOLDEN_V7));
+    let v7: std::collections::HashMap<String, hubdex_formats::Row> = build_segment_rows(GOLDEN_V7)
+        .into_iter()
+        .flat_map(|f| read_rows(&f, true).unwrap())
+        .map(|r| (r.id.clone(), r))
+        .collect();
     for file in build_segment_rows(copy.to_str().unwrap()) {
-        let rows = read_rows(&file, true).unwrap();
-        let v7 = build_segment_rows(GOLDEN_V7)
-            .into_iter()
-            .flat_map(|f| read_rows(&f, true).unwrap())
-            .collect::<Vec<_>>();
-        for r in rows.iter().filter(|r| v7.iter().any(|o| o.id == r.id)) {
-            let o = v7.iter().find(|o| o.id == r.id).unwrap();
-            assert_eq!((&r.embedding, &r.title_embedding), (&o.embedding, &o.title_embedding));
+        for r in read_rows(&file, true).unwrap() {
+            if let Some(o) = v7.get(&r.id) {
+                assert_eq!((&r.embedding, &r.title_embedding), (&o.embedding, &o.title_embedding));
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ import json
 import sys
 
 import duckdb
+import numpy as np
 import pyarrow.parquet as pq
 
 store = sys.argv[1]
@@ -35,9 +36,7 @@ near = con.execute(
         from read_parquet('{glob_pattern}') order by cos desc, id limit 5""",
     [first_id],
 ).fetchall()
-import numpy as np
-
-all_rows = pq.read_table(files, columns=["id", "embedding"]) if len(files) > 1 else table
+all_rows = pq.read_table(files, columns=["id", "embedding"])
 emb = all_rows.column("embedding").combine_chunks()
 m = emb.values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, emb.type.list_size)
 m /= np.linalg.norm(m, axis=1, keepdims=True)
