@@ -39,6 +39,7 @@ mod hf;
 pub mod hnsw;
 mod malloc;
 mod manifest;
+mod maxscore;
 mod merge;
 mod model;
 mod queue;

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use tantivy::columnar::{Column, StrColumn};
 use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, EnableScoring, Occur, Query, RangeQuery,
-    TermQuery, TermSetQuery,
+    Bm25Weight, BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, EnableScoring, Occur, Query,
+    RangeQuery, TermQuery, TermSetQuery,
 };
 use tantivy::schema::{
     DateOptions, DateTimePrecision, FAST, Field, INDEXED, IndexRecordOption, STORED, STRING,
@@ -36,6 +36,7 @@ use tantivy::{
 
 use crate::error::FormatError;
 use crate::filter::{RowFilter, author_keys};
+use crate::maxscore::{self, TermCursor};
 use crate::row::Row;
 use crate::text::{
     BOOST_BODY, BOOST_PATH, BOOST_SYMBOL, BOOST_TITLE, IDENT, WORDS, register_analyzers,
@@ -407,6 +408,23 @@ impl DocBits {
     pub fn count(&self) -> u32 {
         self.count
     }
+
+    /// The first doc in the set at or after `doc`, or `TERMINATED`.
+    fn first_from(&self, doc: DocId) -> DocId {
+        let mut w = (doc / 64) as usize;
+        let Some(&first) = self.words.get(w) else { return TERMINATED };
+        let mut word = first & (u64::MAX << (doc % 64));
+        loop {
+            if word != 0 {
+                return (w * 64) as DocId + word.trailing_zeros();
+            }
+            w += 1;
+            match self.words.get(w) {
+                Some(&next) => word = next,
+                None => return TERMINATED,
+            }
+        }
+    }
 }
 
 /// One scanned row: its time in microseconds, its id and its doc id.
@@ -454,12 +472,15 @@ impl TermPruning {
 
 /// How the BM25 side of a search is scored. Every way returns BM25 scores over the four fields
 /// (the weighted sum); the measured ones score fewer documents or fewer terms. Only
-/// [`TextScoring::Exact`] is served: the others lost quality where they paid
+/// [`TextScoring::Exact`] is served: the others lost quality where they paid, or time
 /// (docs/performance.md, "BM25's tail").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TextScoring {
-    /// Every query word in every field, one block-max WAND over all of them.
+    /// Every query word in every field, one MaxScore over all of them ([`crate::maxscore`]).
     Exact,
+    /// The same scores by tantivy's block-max WAND (`BooleanQuery`), what was served before
+    /// MaxScore; kept to measure against.
+    Wand,
     /// The exact query less the terms the rule leaves out.
     Pruned(TermPruning),
     /// The best `per_hit × limit` documents by the query's `keep` rarest (field, word) terms
@@ -475,13 +496,14 @@ pub enum TextScoring {
 impl std::str::FromStr for TextScoring {
     type Err = String;
 
-    /// `exact`, `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
+    /// `exact`, `wand`, `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
     fn from_str(s: &str) -> Result<Self, String> {
         let parts: Vec<&str> = s.split(':').collect();
         let bad = |what: &str| format!("text scoring {s:?}: {what}");
         let num = |v: &str| v.parse::<usize>().map_err(|e| bad(&e.to_string()));
         match parts.as_slice() {
             ["exact"] => Ok(TextScoring::Exact),
+            ["wand"] => Ok(TextScoring::Wand),
             ["prune", keep, fraction, min_df] => Ok(TextScoring::Pruned(TermPruning {
                 keep_rarest: num(keep)?,
                 max_df_fraction: fraction.parse().map_err(|e| bad(&format!("{e}")))?,
@@ -490,7 +512,9 @@ impl std::str::FromStr for TextScoring {
             ["rarest", keep, per_hit] if num(keep)? > 0 && num(per_hit)? > 0 => {
                 Ok(TextScoring::RarestFirst { keep: num(keep)?, per_hit: num(per_hit)? })
             }
-            _ => Err(bad("want exact, prune:KEEP:FRACTION:MIN_DF or rarest:KEEP:PER_HIT (> 0)")),
+            _ => Err(bad(
+                "want exact, wand, prune:KEEP:FRACTION:MIN_DF or rarest:KEEP:PER_HIT (> 0)",
+            )),
         }
     }
 }
@@ -545,6 +569,54 @@ impl PartialOrd for Hit {
 impl Ord for Hit {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.score.total_cmp(&other.score).then(other.doc.cmp(&self.doc))
+    }
+}
+
+/// The best `limit` hits of one index so far: a min-heap, the worst on top. As in tantivy's
+/// TopDocs, a doc is passed on only when it beats the threshold, so of equal scores the first
+/// stays. With a shared floor, the threshold is the higher of it and this heap's worst once
+/// full, and a full heap raises the floor.
+struct TopHits<'a> {
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<Hit>>,
+    limit: usize,
+    floor: Option<&'a ScoreFloor>,
+}
+
+impl<'a> TopHits<'a> {
+    fn new(limit: usize, floor: Option<&'a ScoreFloor>) -> Self {
+        let heap = std::collections::BinaryHeap::with_capacity(limit + 1);
+        TopHits { heap, limit, floor }
+    }
+
+    /// What a doc must beat now.
+    fn threshold(&self) -> f32 {
+        let shared = self.floor.map_or(f32::MIN, ScoreFloor::threshold);
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() == self.limit => shared.max(worst.0.score),
+            _ => shared,
+        }
+    }
+
+    /// Keeps `doc` if it is among the best `limit`; returns the threshold after it.
+    fn push(&mut self, doc: DocId, score: f32) -> f32 {
+        self.heap.push(std::cmp::Reverse(Hit { score, doc }));
+        if self.heap.len() > self.limit {
+            self.heap.pop();
+        }
+        if self.heap.len() == self.limit
+            && let (Some(f), Some(worst)) = (self.floor, self.heap.peek())
+        {
+            f.raise(worst.0.score);
+        }
+        self.threshold()
+    }
+
+    /// The hits, best first, ties by doc.
+    fn into_sorted(self) -> Vec<(u32, f32)> {
+        let mut hits: Vec<(u32, f32)> =
+            self.heap.into_iter().map(|h| (h.0.doc, h.0.score)).collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        hits
     }
 }
 
@@ -704,11 +776,12 @@ impl ServingIndex {
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let limit = limit.max(1);
         match scoring {
-            TextScoring::Exact => {
-                self.top_docs(Self::any_of(self.text_terms(query, None)), limit, filter, floor)
+            TextScoring::Exact => self.top_docs(self.text_terms(query, None), limit, filter, floor),
+            TextScoring::Wand => {
+                self.top_docs_by_wand(self.text_terms(query, None), limit, filter, floor)
             }
             TextScoring::Pruned(p) => {
-                self.top_docs(Self::any_of(self.text_terms(query, Some(&p))), limit, filter, floor)
+                self.top_docs(self.text_terms(query, Some(&p)), limit, filter, floor)
             }
             TextScoring::RarestFirst { keep, per_hit } => {
                 // Terms no doc holds cost nothing and would take a place among the rarest.
@@ -718,7 +791,6 @@ impl ServingIndex {
                 let rule = TermPruning { keep_rarest: keep, max_df_fraction: 0.0, min_df: 0 };
                 let first = rule.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
                 // The first stage's scores are not the final ones: no floor for it.
-                let first = Self::any_of(first);
                 let candidates = self.top_docs(first, limit * per_hit.max(1), filter, None)?;
                 let docs: Vec<u32> = candidates.into_iter().map(|(d, _)| d).collect();
                 let mut scored = self.score_exactly(all, &docs)?;
@@ -728,18 +800,58 @@ impl ServingIndex {
         }
     }
 
-    /// The best `limit` (≥ 1) docs of `text` that `filter` accepts, by `text`'s score, best
-    /// first and ties by doc. With a `floor`, docs scoring under it are skipped (block-max WAND skips
-    /// whole blocks under it) and the floor is raised to this index's `limit`-th score once it
-    /// has `limit` docs.
+    /// The best `limit` (≥ 1) docs of the weighted `terms` that `filter` accepts, by their BM25
+    /// score, best first and ties by doc, found by MaxScore. With a `floor`, docs scoring under
+    /// it are skipped and the floor is raised to this index's `limit`-th score once it has
+    /// `limit` docs.
     fn top_docs(
         &self,
-        text: BooleanQuery,
+        terms: Vec<(Term, f32)>,
         limit: usize,
         filter: Option<&CompiledFilter>,
         floor: Option<&ScoreFloor>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
+        let bits = filter.map(|f| self.filter_bits(f)).transpose()?;
+        if bits.as_ref().is_some_and(|b| b.count() == 0) {
+            return Ok(Vec::new());
+        }
+        let mut cursors = Vec::with_capacity(terms.len());
+        for (term, boost) in &terms {
+            let field = term.field();
+            let inverted = seg.inverted_index(field).map_err(self.tv())?;
+            let Some(postings) =
+                inverted.read_postings(term, IndexRecordOption::WithFreqs).map_err(self.io())?
+            else {
+                continue;
+            };
+            let norms = seg.get_fieldnorms_reader(field).map_err(self.tv())?;
+            // As tantivy's TermQuery weighs a term, boosted as its BoostQuery would.
+            let weight = Bm25Weight::for_terms(&self.searcher, std::slice::from_ref(term))
+                .map_err(self.tv())?
+                .boost_by(*boost);
+            cursors.push(TermCursor::new(postings, norms, weight));
+        }
+        let accepted = bits.as_ref().map(|b| move |doc: DocId| b.first_from(doc));
+        let accepted = accepted.as_ref().map(|f| f as &dyn Fn(DocId) -> DocId);
+        let mut top = TopHits::new(limit, floor);
+        maxscore::for_each_pruning(cursors, top.threshold(), accepted, &mut |doc, score| {
+            top.push(doc, score)
+        });
+        Ok(top.into_sorted())
+    }
+
+    /// [`Self::top_docs`] by tantivy's block-max WAND over a `BooleanQuery` of the terms (with
+    /// a filter, an intersection that does not prune).
+    fn top_docs_by_wand(
+        &self,
+        terms: Vec<(Term, f32)>,
+        limit: usize,
+        filter: Option<&CompiledFilter>,
+        floor: Option<&ScoreFloor>,
+    ) -> Result<Vec<(u32, f32)>, FormatError> {
+        let Some(seg) = self.segment() else { return Ok(Vec::new()) };
+        let text = Self::any_of(terms);
         let query: Box<dyn Query> = match filter {
             None => Box::new(text),
             Some(f) => Box::new(BooleanQuery::new(vec![
@@ -750,32 +862,11 @@ impl ServingIndex {
         let weight = query
             .weight(EnableScoring::enabled_from_searcher(&self.searcher))
             .map_err(self.tv())?;
-        // A min-heap of the best `limit` so far, the worst on top. As in tantivy's TopDocs, a
-        // doc is passed on only when it beats the threshold, so of equal scores the first stays.
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<Hit>> =
-            std::collections::BinaryHeap::with_capacity(limit + 1);
-        let shared = || floor.map_or(f32::MIN, ScoreFloor::threshold);
+        let mut top = TopHits::new(limit, floor);
         weight
-            .for_each_pruning(shared(), seg, &mut |doc, score| {
-                heap.push(std::cmp::Reverse(Hit { score, doc }));
-                if heap.len() > limit {
-                    heap.pop();
-                }
-                let mut threshold = shared();
-                if heap.len() == limit
-                    && let Some(worst) = heap.peek()
-                {
-                    if let Some(f) = floor {
-                        f.raise(worst.0.score);
-                    }
-                    threshold = threshold.max(worst.0.score);
-                }
-                threshold
-            })
+            .for_each_pruning(top.threshold(), seg, &mut |doc, score| top.push(doc, score))
             .map_err(self.tv())?;
-        let mut hits: Vec<(u32, f32)> = heap.into_iter().map(|h| (h.0.doc, h.0.score)).collect();
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        Ok(hits)
+        Ok(top.into_sorted())
     }
 
     /// `docs` with their exact BM25 score (what [`TextScoring::Exact`] gives them, `terms` being
@@ -1214,11 +1305,100 @@ mod tests {
         assert!(returned_with < returned_without, "{returned_with} vs {returned_without}");
     }
 
+    /// MaxScore (served) finds what tantivy's block-max WAND (served before it) finds: the same
+    /// scores rank by rank, to the last bits of a sum taken in another order, and the same docs
+    /// wherever scores do not tie, for short and long queries, at every limit, with filters
+    /// from none to one that accepts nothing.
+    #[test]
+    fn maxscore_finds_what_block_max_wand_finds() {
+        let (_dir, index) = index_of_varied_rows(3);
+        let words = [
+            "parse",
+            "request",
+            "header",
+            "buffer",
+            "stream",
+            "token",
+            "error",
+            "retry",
+            "socket",
+            "cache",
+            "entry",
+            "insert",
+            "ordered",
+            "map",
+            "key",
+            "value",
+            "iterator",
+            "chunk",
+            "the",
+            "into",
+            "absent",
+            "Parse_Request",
+        ];
+        let mut next = 17u64;
+        let mut word = || {
+            next = next.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            words[(next >> 33) as usize % words.len()]
+        };
+        let queries: Vec<String> =
+            (1..=30).map(|n| (0..n).map(|_| word()).collect::<Vec<_>>().join(" ")).collect();
+        let mut filters = vec![None];
+        for prefix in ["src/", "src/parse", "src/key_m", "nowhere/"] {
+            let filter =
+                crate::filter::RowFilter { path_prefix: Some(prefix.into()), ..Default::default() };
+            filters.push(Some((prefix, index.compile(&filter).unwrap().unwrap())));
+        }
+        let mut compared = 0;
+        for q in &queries {
+            for (name, filter) in filters.iter().map(|f| match f {
+                None => ("none", None),
+                Some((n, f)) => (*n, Some(f)),
+            }) {
+                for limit in [1, 3, 10, 50, 300] {
+                    let got = index.search_with(q, limit, filter, TextScoring::Exact, None);
+                    let want = index.search_with(q, limit, filter, TextScoring::Wand, None);
+                    let (got, want) = (got.unwrap(), want.unwrap());
+                    let at = format!("{q:?}, filter {name}, limit {limit}");
+                    assert_eq!(got.len(), want.len(), "{at}");
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!((g.1 - w.1).abs() <= 1e-5 * w.1, "{at}: {g:?} vs {w:?}");
+                    }
+                    // Above the last score (and its ties) both hold the same docs.
+                    let Some(last) = want.last().map(|w| w.1 * (1.0 + 1e-5)) else { continue };
+                    let above = |hits: &[(u32, f32)]| {
+                        let mut docs: Vec<u32> =
+                            hits.iter().filter(|h| h.1 > last).map(|h| h.0).collect();
+                        docs.sort_unstable();
+                        docs
+                    };
+                    assert_eq!(above(&got), above(&want), "{at}");
+                    compared += got.len();
+                }
+            }
+        }
+        assert!(compared > 10_000, "{compared} hits compared");
+    }
+
+    /// The filter's bitset finds the next doc it holds from anywhere, across words.
+    #[test]
+    fn a_filters_bitset_finds_the_next_doc_it_holds() {
+        let mut bits = super::DocBits { words: vec![0; 4], count: 0 };
+        for d in [0u32, 63, 64, 200] {
+            bits.words[(d / 64) as usize] |= 1 << (d % 64);
+        }
+        let firsts: Vec<u32> = [0, 1, 63, 64, 65, 199, 200].map(|d| bits.first_from(d)).into();
+        assert_eq!(firsts, vec![0, 63, 63, 64, 200, 200, 200]);
+        assert_eq!(bits.first_from(201), tantivy::TERMINATED);
+        assert_eq!(bits.first_from(10_000), tantivy::TERMINATED);
+    }
+
     /// Scorings parse from what `hubdex eval --text-scoring` and `hubdex-bench sparse` take,
     /// and a bad one says what was wrong.
     #[test]
     fn text_scorings_parse_and_bad_ones_say_what_is_wrong() {
         assert_eq!("exact".parse::<TextScoring>(), Ok(TextScoring::Exact));
+        assert_eq!("wand".parse::<TextScoring>(), Ok(TextScoring::Wand));
         assert_eq!("rarest:24:2".parse(), Ok(TextScoring::RarestFirst { keep: 24, per_hit: 2 }));
         assert!(matches!("prune:8:0.1:2000".parse(), Ok(TextScoring::Pruned(_))));
         for bad in ["rarest:0:2", "rarest:8", "bm25", "prune:8:x:1"] {
