@@ -26,6 +26,8 @@ use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::query::Bm25Weight;
 use tantivy::{DocId, DocSet, Score, TERMINATED};
 
+use crate::serving::DocBits;
+
 /// How much a sum of bounds is raised before it may prune: a float sum in another order can
 /// come out a few ulps over the exact one, and a bound must never be under a score.
 const BOUND_MARGIN: f32 = 1.0 + 1e-4;
@@ -68,43 +70,99 @@ impl TermCursor {
     }
 }
 
+/// The terms of one query in one segment, in rising order of bound, with the bounds' prefix
+/// sums.
+struct Terms {
+    cursors: Vec<TermCursor>,
+    /// `below[i]`: the most the first `i` cursors can add together (raised by `BOUND_MARGIN`).
+    below: Vec<Score>,
+}
+
+impl Terms {
+    fn new(mut cursors: Vec<TermCursor>) -> Self {
+        cursors.retain(|c| c.doc() != TERMINATED);
+        cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
+        let mut below = Vec::with_capacity(cursors.len() + 1);
+        let mut sum = 0.0f32;
+        below.push(0.0);
+        for c in &cursors {
+            sum += c.bound;
+            below.push(sum * BOUND_MARGIN);
+        }
+        Terms { cursors, below }
+    }
+
+    /// The first essential cursor under `threshold`: the cursors before it together cannot
+    /// beat it.
+    fn essential(&self, threshold: Score) -> usize {
+        self.below[1..].partition_point(|&b| b <= threshold)
+    }
+
+    /// Adds the non-essential cursors' scores of `doc` (those before `first`), the highest
+    /// bound first, while the doc can still beat `threshold`; `None` once it cannot.
+    fn complete(
+        &mut self,
+        doc: DocId,
+        mut score: Score,
+        first: usize,
+        threshold: Score,
+    ) -> Option<Score> {
+        let mut i = first;
+        while i > 0 {
+            if score + self.below[i] <= threshold {
+                return None;
+            }
+            i -= 1;
+            if self.cursors[i].reach(doc) {
+                score += self.cursors[i].score();
+            }
+        }
+        (score > threshold).then_some(score)
+    }
+}
+
+/// The doc ids gathered at once (see [`for_each_pruning`]): a candidate costs its postings, not
+/// a look at every essential term (Lucene's `MaxScoreBulkScorer` does the same). Under test,
+/// windows of 64 so that the test indexes' few hundred docs span several.
+#[cfg(not(test))]
+const WINDOW: u32 = 4096;
+#[cfg(test)]
+const WINDOW: u32 = 64;
+
 /// Calls `callback(doc, score)` for documents scoring above `threshold`, in doc order, and
 /// takes the threshold it returns (as tantivy's `Weight::for_each_pruning`): every document
 /// scoring above the threshold in force when it is reached is passed on; others may be
-/// skipped. With `accepted`, only the documents it accepts count: `accepted(doc)` is the first
-/// accepted document at or after `doc` (`TERMINATED` if none), and the cursors leap to it, so
-/// a narrow filter drives the walk.
+/// skipped. With `filter`, only the documents it holds count, and each window starts at one
+/// (the cursors leap to it, so a narrow filter drives the walk).
+///
+/// A window of doc ids is gathered at once: each essential term's postings in it are added
+/// into a score per doc, from the highest bound down; then each doc of the window that some
+/// essential term holds takes the non-essential terms' scores, the highest bound first, while
+/// it can still win. So a doc's terms are summed in one order whatever the threshold (which
+/// depends on what other threads found first), and the same query always gives the same bits.
 pub(crate) fn for_each_pruning(
-    mut cursors: Vec<TermCursor>,
+    cursors: Vec<TermCursor>,
     mut threshold: Score,
-    accepted: Option<&dyn Fn(DocId) -> DocId>,
+    filter: Option<&DocBits>,
     callback: &mut dyn FnMut(DocId, Score) -> Score,
 ) {
-    cursors.retain(|c| c.doc() != TERMINATED);
-    cursors.sort_by(|a, b| a.bound.total_cmp(&b.bound));
-    // below[i]: the most the first i cursors can add together.
-    let mut below = Vec::with_capacity(cursors.len() + 1);
-    let mut sum = 0.0f32;
-    below.push(0.0);
-    for c in &cursors {
-        sum += c.bound;
-        below.push(sum * BOUND_MARGIN);
-    }
-    // The first essential cursor: the first i whose prefix (with it) could beat the threshold.
-    let essential = |threshold: Score| below[1..].partition_point(|&b| b <= threshold);
-    let mut first = essential(threshold);
-    while first < cursors.len() {
-        let doc = cursors[first..].iter().map(TermCursor::doc).min().unwrap_or(TERMINATED);
-        if doc == TERMINATED {
+    let mut terms = Terms::new(cursors);
+    let mut scores = vec![0.0f32; WINDOW as usize];
+    let mut held = vec![0u64; WINDOW as usize / 64];
+    let mut first = terms.essential(threshold);
+    while first < terms.cursors.len() {
+        let essential = &mut terms.cursors[first..];
+        let start = essential.iter().map(TermCursor::doc).min().unwrap_or(TERMINATED);
+        if start == TERMINATED {
             return;
         }
-        if let Some(accepted) = accepted {
-            let next = accepted(doc);
-            if next != doc {
-                if next == TERMINATED {
-                    return;
-                }
-                for c in &mut cursors[first..] {
+        if let Some(filter) = filter {
+            let next = filter.first_from(start);
+            if next == TERMINATED {
+                return;
+            }
+            if next != start {
+                for c in essential.iter_mut() {
                     if c.doc() < next {
                         c.postings.seek(next);
                     }
@@ -112,32 +170,30 @@ pub(crate) fn for_each_pruning(
                 continue;
             }
         }
-        // A doc's terms are summed from the highest bound down, essential ones first and then
-        // the others, so the order is one whatever the threshold (which depends on what other
-        // threads found first): the same query always gives the same bits.
-        let mut score = 0.0f32;
-        for c in cursors[first..].iter().rev() {
-            if c.doc() == doc {
-                score += c.score();
+        let end = start.saturating_add(WINDOW);
+        for c in essential.iter_mut().rev() {
+            let mut doc = c.doc();
+            while doc < end {
+                if filter.is_none_or(|f| f.contains(u64::from(doc))) {
+                    let at = (doc - start) as usize;
+                    held[at / 64] |= 1 << (at % 64);
+                    scores[at] += c.score();
+                }
+                doc = c.postings.advance();
             }
         }
-        // The non-essential cursors, the highest bound first, while the doc can still win.
-        let mut i = first;
-        while i > 0 && score + below[i] > threshold {
-            i -= 1;
-            if cursors[i].reach(doc) {
-                score += cursors[i].score();
+        for w in 0..held.len() {
+            let mut word = std::mem::take(&mut held[w]);
+            while word != 0 {
+                let at = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                let score = std::mem::take(&mut scores[at]);
+                let doc = start + at as DocId;
+                if let Some(score) = terms.complete(doc, score, first, threshold) {
+                    threshold = callback(doc, score);
+                }
             }
         }
-        let was = first;
-        if i == 0 && score > threshold {
-            threshold = callback(doc, score);
-            first = essential(threshold);
-        }
-        for c in &mut cursors[was..] {
-            if c.doc() == doc {
-                c.postings.advance();
-            }
-        }
+        first = terms.essential(threshold);
     }
 }

@@ -410,7 +410,7 @@ impl DocBits {
     }
 
     /// The first doc in the set at or after `doc`, or `TERMINATED`.
-    fn first_from(&self, doc: DocId) -> DocId {
+    pub(crate) fn first_from(&self, doc: DocId) -> DocId {
         let mut w = (doc / 64) as usize;
         let Some(&first) = self.words.get(w) else { return TERMINATED };
         let mut word = first & (u64::MAX << (doc % 64));
@@ -832,10 +832,8 @@ impl ServingIndex {
                 .boost_by(*boost);
             cursors.push(TermCursor::new(postings, norms, weight));
         }
-        let accepted = bits.as_ref().map(|b| move |doc: DocId| b.first_from(doc));
-        let accepted = accepted.as_ref().map(|f| f as &dyn Fn(DocId) -> DocId);
         let mut top = TopHits::new(limit, floor);
-        maxscore::for_each_pruning(cursors, top.threshold(), accepted, &mut |doc, score| {
+        maxscore::for_each_pruning(cursors, top.threshold(), bits.as_ref(), &mut |doc, score| {
             top.push(doc, score)
         });
         Ok(top.into_sorted())
