@@ -182,8 +182,8 @@ pub(crate) fn for_each_pruning(
                 doc = c.postings.advance();
             }
         }
-        for w in 0..held.len() {
-            let mut word = std::mem::take(&mut held[w]);
+        for (w, bits) in held.iter_mut().enumerate() {
+            let mut word = std::mem::take(bits);
             while word != 0 {
                 let at = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
