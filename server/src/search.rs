@@ -307,29 +307,38 @@ fn range_of(list: &[(usize, u32, f32)]) -> (f64, f64) {
     (min, (max - min).max(1e-9))
 }
 
-/// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only; rescores the
-/// top candidates with `reranker` when the request asks for it and there is one.
+/// Runs a search on `snap`. Embeds the query unless the fusion is sparse-only, while BM25
+/// searches the units (neither needs the other); rescores the top candidates with `reranker`
+/// when the request asks for it and there is one.
 pub fn search(
     snap: &OpenSnapshot,
     embedder: &Embedder,
     reranker: Option<&Reranker>,
     req: &SearchRequest,
 ) -> Result<SearchAnswer, ToolError> {
-    let query_vec = match req.fusion {
-        Fusion::SparseOnly => None,
-        _ => Some(
-            embedder
-                .embed_one(&req.query)
-                .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?,
-        ),
+    let filters_unmatched = unmatched(&req.filters, snap)?;
+    let (query_vec, sparse) = match req.fusion {
+        Fusion::SparseOnly => (None, retrieve_sparse(snap, req)?),
+        _ => {
+            let (query_vec, sparse) = rayon::join(
+                || embedder.embed_one(&req.query),
+                || match req.fusion {
+                    Fusion::DenseOnly => Ok(Vec::new()),
+                    _ => retrieve_sparse(snap, req),
+                },
+            );
+            let query_vec = query_vec
+                .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?;
+            (Some(query_vec), sparse?)
+        }
     };
-    search_with_vector(snap, query_vec.as_deref(), reranker, req)
+    let dense = retrieve_dense(snap, query_vec.as_deref(), req)?;
+    answer(snap, filters_unmatched, sparse, dense, reranker, req)
 }
 
 /// [`search`] with the query already embedded (`None` for sparse-only): what a benchmark
-/// times when it compares search alone. The stages, in order: [`retrieve`] both lists from
-/// every unit, [`fuse`] them, [`rank`] with ties broken by row id, [`rerank`] the top, [`fold`]
-/// rows into entities, [`sort_by_time`] when asked, and the edge summaries.
+/// times when it compares search alone. The stages: [`retrieve_sparse`] and
+/// [`retrieve_dense`] from every unit, side by side, then [`answer`].
 pub fn search_with_vector(
     snap: &OpenSnapshot,
     query_vec: Option<&[f32]>,
@@ -338,7 +347,27 @@ pub fn search_with_vector(
 ) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = unmatched(&req.filters, snap)?;
     let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
-    let (sparse, dense) = retrieve(snap, query_vec, req)?;
+    let (sparse, dense) = rayon::join(
+        || match req.fusion {
+            Fusion::DenseOnly => Ok(Vec::new()),
+            _ => retrieve_sparse(snap, req),
+        },
+        || retrieve_dense(snap, query_vec, req),
+    );
+    answer(snap, filters_unmatched, sparse?, dense?, reranker, req)
+}
+
+/// The answer from the two candidate lists: [`fuse`] them, [`rank`] with ties broken by row
+/// id, [`rerank`] the top, [`fold`] rows into entities, [`sort_by_time`] when asked, and the
+/// edge summaries.
+fn answer(
+    snap: &OpenSnapshot,
+    filters_unmatched: Vec<String>,
+    sparse: Hits,
+    dense: Hits,
+    reranker: Option<&Reranker>,
+    req: &SearchRequest,
+) -> Result<SearchAnswer, ToolError> {
     let mut ranked = rank(snap, fuse(&sparse, &dense, req))?;
     let mut rows = RowCache::new(snap);
     let (rerank_applied, rerank_note) = rerank(&mut ranked, &mut rows, reranker, req)?;
@@ -375,80 +404,85 @@ fn commits_by_diff(req: &SearchRequest) -> bool {
     req.filters.types.contains(&RowType::Commit) && !req.filters.types.contains(&RowType::Diff)
 }
 
-/// The BM25 and vector candidates of every unit, each list cut to the candidate pool and in a
-/// fixed order (score, then unit and doc) however the workers finished.
-fn retrieve(
+/// The rows `req` searches: its filters, and a `type: commit` search's diff rows.
+fn searched(req: &SearchRequest) -> Filters {
+    let mut searched = req.filters.clone();
+    if commits_by_diff(req) {
+        searched.types.push(RowType::Diff);
+    }
+    searched
+}
+
+/// Each list's candidate pool.
+fn pool(req: &SearchRequest) -> usize {
+    (req.top_k * 5).max(50)
+}
+
+/// The BM25 candidates of every unit, cut to the candidate pool and in a fixed order (score,
+/// then unit and doc) however the workers finished. Units are searched on the persistent rayon
+/// pool, every core at once, and skip BM25 hits under the pool's cut another unit has already
+/// found: the same pool, less work (docs/performance.md, "A shared floor").
+fn retrieve_sparse(snap: &OpenSnapshot, req: &SearchRequest) -> Result<Hits, ToolError> {
+    let searched = searched(req);
+    let pool = pool(req);
+    let floor = ScoreFloor::new();
+    let one_segment = |si: usize| -> Result<Hits, ToolError> {
+        let seg = &snap.segments[si];
+        if !may_match(&searched, seg) {
+            return Ok(Vec::new());
+        }
+        let filter = seg.text.compile(&searched).map_err(index_error)?;
+        let hits = seg
+            .text
+            .search_with(&req.query, pool, filter.as_ref(), req.text_scoring, Some(&floor))
+            .map_err(index_error)?;
+        Ok(hits.into_iter().map(|(doc, score)| (si, doc, score)).collect())
+    };
+    cut((0..snap.segments.len()).into_par_iter().map(one_segment).collect(), pool)
+}
+
+/// The vector candidates of every unit for `query_vec` (none without one), ordered and cut as
+/// [`retrieve_sparse`]'s. Diff rows rank a commit by BM25 only: their vectors (one per file,
+/// each with the message) crowd the dense list (docs/quality.md).
+fn retrieve_dense(
     snap: &OpenSnapshot,
     query_vec: Option<&[f32]>,
     req: &SearchRequest,
-) -> Result<(Hits, Hits), ToolError> {
-    let by_diff = commits_by_diff(req);
-    let mut searched = req.filters.clone();
-    if by_diff {
-        searched.types.push(RowType::Diff);
-    }
-    let pool = (req.top_k * 5).max(50);
-    // Units searched at once skip BM25 hits under the pool's cut another unit has already
-    // found: the same pool, less work (docs/performance.md, "A shared floor").
-    let floor = ScoreFloor::new();
-    let one_segment = |si: usize| -> Result<(Hits, Hits), ToolError> {
+) -> Result<Hits, ToolError> {
+    let Some(q) = query_vec else { return Ok(Vec::new()) };
+    let searched = searched(req);
+    let pool = pool(req);
+    let one_segment = |si: usize| -> Result<Hits, ToolError> {
         let seg = &snap.segments[si];
         if !may_match(&searched, seg) {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(Vec::new());
         }
-        let filter = seg.text.compile(&searched).map_err(index_error)?;
-        // Diff rows rank a commit by BM25 only: their vectors (one per file, each with the
-        // message) crowd the dense list (docs/quality.md).
-        let narrower = if by_diff && query_vec.is_some() {
-            seg.text.compile(&req.filters).map_err(index_error)?
-        } else {
-            None
-        };
-        let dense_filter = if by_diff { narrower.as_ref() } else { filter.as_ref() };
-        let mut sparse = Vec::new();
-        let mut dense = Vec::new();
-        if req.fusion != Fusion::DenseOnly {
-            for (doc, score) in seg
-                .text
-                .search_with(&req.query, pool, filter.as_ref(), req.text_scoring, Some(&floor))
-                .map_err(index_error)?
-            {
-                sparse.push((si, doc, score));
-            }
-        }
-        if let Some(q) = query_vec {
-            let hits = match dense_filter {
-                None => seg.vectors.search(q, pool, None),
-                Some(f) => {
-                    let bits = seg.text.filter_bits(f).map_err(index_error)?;
-                    if bits.count() == 0 {
-                        Ok(Vec::new())
-                    } else {
-                        seg.vectors.search(q, pool, Some(&|k: u64| bits.contains(k)))
-                    }
+        let hits = match seg.text.compile(&req.filters).map_err(index_error)? {
+            None => seg.vectors.search(q, pool, None),
+            Some(f) => {
+                let bits = seg.text.filter_bits(&f).map_err(index_error)?;
+                if bits.count() == 0 {
+                    Ok(Vec::new())
+                } else {
+                    seg.vectors.search(q, pool, Some(&|k: u64| bits.contains(k)))
                 }
             }
-            .map_err(index_error)?;
-            dense.extend(hits.into_iter().map(|(k, score)| (si, k as u32, score)));
         }
-        Ok((sparse, dense))
+        .map_err(index_error)?;
+        Ok(hits.into_iter().map(|(k, score)| (si, k as u32, score)).collect())
     };
-    // Segments are independent: they are searched on the persistent rayon pool, every core
-    // at once.
-    let per_segment: Vec<Result<(Hits, Hits), ToolError>> =
-        (0..snap.segments.len()).into_par_iter().map(one_segment).collect();
-    let mut sparse: Hits = Vec::new();
-    let mut dense: Hits = Vec::new();
+    cut((0..snap.segments.len()).into_par_iter().map(one_segment).collect(), pool)
+}
+
+/// The units' lists as one, best first (ties by unit and doc), cut to `pool`.
+fn cut(per_segment: Vec<Result<Hits, ToolError>>, pool: usize) -> Result<Hits, ToolError> {
+    let mut hits: Hits = Vec::new();
     for r in per_segment {
-        let (s, d) = r?;
-        sparse.extend(s);
-        dense.extend(d);
+        hits.extend(r?);
     }
-    sparse.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
-    dense.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
-    sparse.truncate(pool);
-    dense.truncate(pool);
-    Ok((sparse, dense))
+    hits.sort_by(|a, b| b.2.total_cmp(&a.2).then((a.0, a.1).cmp(&(b.0, b.1))));
+    hits.truncate(pool);
+    Ok(hits)
 }
 
 /// Each candidate's fused score from its place in the two lists, as `req` blends them.
