@@ -163,9 +163,7 @@ pub(crate) fn for_each_pruning(
             }
             if next != start {
                 for c in essential.iter_mut() {
-                    if c.doc() < next {
-                        c.postings.seek(next);
-                    }
+                    c.reach(next);
                 }
                 continue;
             }

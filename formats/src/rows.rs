@@ -623,38 +623,50 @@ mod tests {
         assert_eq!(without[0].files_changed, a.files_changed);
     }
 
+    /// Writes a rows.parquet of one commit row: the four required columns, then the vector
+    /// columns given (another format's, or a type no format has).
+    fn write_one_row_with_vectors(path: &Path, vector_fields: Vec<Field>, vectors: Vec<ArrayRef>) {
+        let mut fields = vec![
+            utf8("id", false),
+            utf8("type", false),
+            utf8("repo", false),
+            utf8("entity", false),
+        ];
+        fields.extend(vector_fields);
+        let schema = Arc::new(Schema::new(fields));
+        let mut columns: Vec<ArrayRef> = vec![
+            strings([Some("commit:x")].into_iter()),
+            strings([Some("commit")].into_iter()),
+            strings([Some("o/r")].into_iter()),
+            strings([Some("commit/x")].into_iter()),
+        ];
+        columns.extend(vectors);
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let mut w = zstd_writer(path, schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
     #[test]
     fn float32_vectors_of_formats_1_to_7_read_as_usearch_kept_them() {
         use arrow::array::Float32Builder;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.parquet");
         let f32_item = || Arc::new(Field::new("item", DataType::Float32, false));
-        let schema = Arc::new(Schema::new(vec![
-            utf8("id", false),
-            utf8("type", false),
-            utf8("repo", false),
-            utf8("entity", false),
-            Field::new("embedding", DataType::FixedSizeList(f32_item(), 2), false),
-            Field::new("title_embedding", DataType::List(f32_item()), true),
-        ]));
         let mut emb = FixedSizeListBuilder::new(Float32Builder::new(), 2).with_field(f32_item());
         emb.values().append_slice(&[0.6, -0.8]);
         emb.append(true);
         let mut title = ListBuilder::new(Float32Builder::new()).with_field(f32_item());
         title.values().append_slice(&[3.0, 4.0]);
         title.append(true);
-        let columns: Vec<ArrayRef> = vec![
-            strings([Some("commit:x")].into_iter()),
-            strings([Some("commit")].into_iter()),
-            strings([Some("o/r")].into_iter()),
-            strings([Some("commit/x")].into_iter()),
-            Arc::new(emb.finish()),
-            Arc::new(title.finish()),
-        ];
-        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
-        let mut w = zstd_writer(&path, schema, None).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        write_one_row_with_vectors(
+            &path,
+            vec![
+                Field::new("embedding", DataType::FixedSizeList(f32_item(), 2), false),
+                Field::new("title_embedding", DataType::List(f32_item()), true),
+            ],
+            vec![Arc::new(emb.finish()), Arc::new(title.finish())],
+        );
         let rows = read_rows(&path, true).unwrap();
         // 0.6 × 127 = 76.2 and −0.8 × 127 = −101.6, truncated toward zero; (3, 4) is scaled to
         // unit length first.
@@ -668,27 +680,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.parquet");
         let i16_item = || Arc::new(Field::new("item", DataType::Int16, false));
-        let schema = Arc::new(Schema::new(vec![
-            utf8("id", false),
-            utf8("type", false),
-            utf8("repo", false),
-            utf8("entity", false),
-            Field::new("embedding", DataType::FixedSizeList(i16_item(), 2), false),
-        ]));
         let mut emb = FixedSizeListBuilder::new(Int16Builder::new(), 2).with_field(i16_item());
         emb.values().append_slice(&[300, -300]);
         emb.append(true);
-        let columns: Vec<ArrayRef> = vec![
-            strings([Some("commit:x")].into_iter()),
-            strings([Some("commit")].into_iter()),
-            strings([Some("o/r")].into_iter()),
-            strings([Some("commit/x")].into_iter()),
-            Arc::new(emb.finish()),
-        ];
-        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
-        let mut w = zstd_writer(&path, schema, None).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
+        write_one_row_with_vectors(
+            &path,
+            vec![Field::new("embedding", DataType::FixedSizeList(i16_item(), 2), false)],
+            vec![Arc::new(emb.finish())],
+        );
         let err = read_rows(&path, true).unwrap_err().to_string();
         assert!(err.contains("rows.parquet") && err.contains("embedding"), "{err}");
         assert!(err.contains("neither int8 nor float32"), "{err}");

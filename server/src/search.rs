@@ -320,13 +320,8 @@ pub fn search(
     let (query_vec, sparse) = match req.fusion {
         Fusion::SparseOnly => (None, retrieve_sparse(snap, req)?),
         _ => {
-            let (query_vec, sparse) = rayon::join(
-                || embedder.embed_one(&req.query),
-                || match req.fusion {
-                    Fusion::DenseOnly => Ok(Vec::new()),
-                    _ => retrieve_sparse(snap, req),
-                },
-            );
+            let (query_vec, sparse) =
+                rayon::join(|| embedder.embed_one(&req.query), || retrieve_sparse(snap, req));
             let query_vec = query_vec
                 .map_err(|e| ToolError::Unavailable(format!("embedding the query: {e}")))?;
             (Some(query_vec), sparse?)
@@ -347,13 +342,8 @@ pub fn search_with_vector(
 ) -> Result<SearchAnswer, ToolError> {
     let filters_unmatched = unmatched(&req.filters, snap)?;
     let query_vec = query_vec.filter(|_| req.fusion != Fusion::SparseOnly);
-    let (sparse, dense) = rayon::join(
-        || match req.fusion {
-            Fusion::DenseOnly => Ok(Vec::new()),
-            _ => retrieve_sparse(snap, req),
-        },
-        || retrieve_dense(snap, query_vec, req),
-    );
+    let (sparse, dense) =
+        rayon::join(|| retrieve_sparse(snap, req), || retrieve_dense(snap, query_vec, req));
     answer(snap, filters_unmatched, sparse?, dense?, reranker, req)
 }
 
@@ -418,11 +408,15 @@ fn pool(req: &SearchRequest) -> usize {
     (req.top_k * 5).max(50)
 }
 
-/// The BM25 candidates of every unit, cut to the candidate pool and in a fixed order (score,
-/// then unit and doc) however the workers finished. Units are searched on the persistent rayon
-/// pool, every core at once, and skip BM25 hits under the pool's cut another unit has already
-/// found: the same pool, less work (docs/performance.md, "A shared floor").
+/// The BM25 candidates of every unit (none for `dense_only`), cut to the candidate pool and in
+/// a fixed order (score, then unit and doc) however the workers finished. Units are searched on
+/// the persistent rayon pool, every core at once, and skip BM25 hits under the pool's cut
+/// another unit has already found: the same pool, less work (docs/performance.md, "A shared
+/// floor").
 fn retrieve_sparse(snap: &OpenSnapshot, req: &SearchRequest) -> Result<Hits, ToolError> {
+    if req.fusion == Fusion::DenseOnly {
+        return Ok(Vec::new());
+    }
     let searched = searched(req);
     let pool = pool(req);
     let floor = ScoreFloor::new();
