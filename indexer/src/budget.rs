@@ -14,7 +14,6 @@
 //! the segment holding that path, and the other segments keep their ids.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use hubdex_formats::{Edge, FileText, Row, RowType, boundary_after};
 
@@ -25,13 +24,18 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
 /// not fit.
 pub(crate) const MIN_MEMORY_BUDGET: u64 = 64 << 20;
 
-/// How many build segments' worth of row data fit in the budget: the rest is the model, the
-/// crawl's state and the writers' buffers.
-const SEGMENT_SHARE: u64 = 8;
+/// How many build segments' worth of row data (as [`row_bytes`] counts it) the budget is cut
+/// into. Up to three build segments are in memory at once (one being cut, one waiting, one
+/// being embedded and written), and one being written costs about four times its row data
+/// (the texts to embed, the text index's buffers, the vector graph): measured with
+/// `hubdex-bench build` (docs/performance.md), a sixteenth per segment and at most two
+/// sixteenths in one keeps a build within its budget.
+const SEGMENT_SHARE: u64 = 16;
 
 /// No build segment holds more than this many times the share: the cut falls there whatever
-/// the hash says (rare: a run of rows that long without a boundary has probability e^-4).
-const SEGMENT_MAX_SHARES: u64 = 4;
+/// the hash says (a run of rows that long without a boundary has probability e^-2; where it
+/// falls then depends on the rows before it, until the next boundary of the hash's own).
+const SEGMENT_MAX_SHARES: u64 = 2;
 
 /// What a build may hold in memory, in bytes (`hubdex-index build --memory-budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,8 +137,10 @@ pub(crate) fn row_bytes(row: &Row, dim: usize) -> u64 {
 }
 
 /// Where a row goes in a repository's stream: the history (commits and their diffs) by time,
-/// then GitHub's threads and releases by time, then files (docs, wiki, code) by path.
-fn stream_key(r: &Row) -> (u8, Option<i64>, &str, i32, &str) {
+/// then GitHub's threads and releases by time, then files (docs, wiki, code) by path. The
+/// history's rows come from git in this order already ([`crate::local::CommitRows`]); the
+/// others are sorted by it.
+pub(crate) fn stream_key(r: &Row) -> (u8, Option<i64>, &str, i32, &str) {
     let group = match r.kind() {
         RowType::Commit | RowType::Diff => 0,
         RowType::Doc | RowType::WikiDoc | RowType::Code => 2,
@@ -152,10 +158,142 @@ pub(crate) struct Part {
     pub(crate) edges: Vec<Edge>,
 }
 
-/// Cuts a repository's rows into build segments of about `share` bytes each (as
-/// [`row_bytes`] counts them with vectors of `dim` bytes): one segment, as it is, when all of
-/// them fit in `share`. A file goes with the segment holding its rows (`file/<path>`), an edge
-/// with the segment holding its source entity; the others with the last segment.
+/// A part while the cutter fills it: its edges keep their index in the repository's list,
+/// so each part lists them in that order whatever order their entities came in.
+#[derive(Default)]
+struct Filling {
+    rows: Vec<Row>,
+    files: Vec<FileText>,
+    edges: Vec<(usize, Edge)>,
+    bytes: u64,
+}
+
+impl Filling {
+    fn into_part(mut self) -> Part {
+        self.edges.sort_by_key(|(i, _)| *i);
+        Part {
+            rows: self.rows,
+            files: self.files,
+            edges: self.edges.into_iter().map(|(_, e)| e).collect(),
+        }
+    }
+
+    fn append(&mut self, other: Filling) {
+        self.rows.extend(other.rows);
+        self.files.extend(other.files);
+        self.edges.extend(other.edges);
+        self.bytes += other.bytes;
+    }
+}
+
+/// Cuts a stream of rows, in stream order ([`stream_key`]), into build segments of about
+/// `share` bytes each (as [`row_bytes`] counts them with vectors of `dim` bytes), handing each
+/// out as soon as it is known to be one: all of them as one segment when they fit in `share`.
+/// A file goes with the segment holding the first row of its entity (`file/<path>`), an edge
+/// with the segment holding the first row of its source entity; the others with the last
+/// segment.
+///
+/// Only the rows of the segment being filled (and, until the rows pass `share`, the ones
+/// before it) are held: the cut of a whole repository never is.
+pub(crate) struct Cutter {
+    share: u64,
+    dim: usize,
+    /// Files by the entity of their rows, until that entity's first row comes.
+    files: HashMap<String, Vec<FileText>>,
+    /// Edges (with their index) by source entity, likewise.
+    edges: HashMap<String, Vec<(usize, Edge)>>,
+    open: Filling,
+    /// Closed parts not handed out yet: all of them while the rows fit in one share, then the
+    /// last one (which takes the files and edges no row claimed, at the end).
+    closed: Vec<Filling>,
+    /// Parts ready to be handed out.
+    ready: Vec<Part>,
+    total: u64,
+}
+
+impl Cutter {
+    /// A cutter of rows whose files and edges are `files` and `edges`.
+    pub(crate) fn new(files: Vec<FileText>, edges: Vec<Edge>, share: u64, dim: usize) -> Cutter {
+        let mut by_entity: HashMap<String, Vec<FileText>> = HashMap::new();
+        for f in files {
+            by_entity.entry(format!("file/{}", f.path)).or_default().push(f);
+        }
+        let mut by_source: HashMap<String, Vec<(usize, Edge)>> = HashMap::new();
+        for (i, e) in edges.into_iter().enumerate() {
+            by_source.entry(e.source.clone()).or_default().push((i, e));
+        }
+        Cutter {
+            share,
+            dim,
+            files: by_entity,
+            edges: by_source,
+            open: Filling::default(),
+            closed: Vec::new(),
+            ready: Vec::new(),
+            total: 0,
+        }
+    }
+
+    /// Takes the next row of the stream.
+    pub(crate) fn push(&mut self, row: Row) {
+        let b = row_bytes(&row, self.dim);
+        if !self.open.rows.is_empty() && self.open.bytes + b > self.share * SEGMENT_MAX_SHARES {
+            self.close();
+        }
+        if let Some(files) = self.files.remove(row.entity.as_str()) {
+            self.open.files.extend(files);
+        }
+        if let Some(edges) = self.edges.remove(row.entity.as_str()) {
+            self.open.edges.extend(edges);
+        }
+        let boundary = boundary_after(&row.id, b, self.share);
+        self.open.rows.push(row);
+        self.open.bytes += b;
+        self.total += b;
+        if boundary {
+            self.close();
+        }
+    }
+
+    fn close(&mut self) {
+        self.closed.push(std::mem::take(&mut self.open));
+        if self.total > self.share {
+            // More than one segment's share: every closed part but the last is final.
+            let last = self.closed.pop().expect("one was just closed");
+            self.ready.extend(self.closed.drain(..).map(Filling::into_part));
+            self.closed.push(last);
+        }
+    }
+
+    /// The build segments known so far, in order.
+    pub(crate) fn take_ready(&mut self) -> Vec<Part> {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// The rest of the build segments, once the stream has ended: the last one takes the files
+    /// and edges no row claimed.
+    pub(crate) fn finish(mut self) -> Vec<Part> {
+        if !self.open.rows.is_empty() {
+            self.close();
+        }
+        let mut last = Filling::default();
+        if self.total > self.share {
+            last = self.closed.pop().unwrap_or_default();
+        }
+        // Within one share: everything is one segment.
+        for f in self.closed.drain(..) {
+            last.append(f);
+        }
+        last.files.extend(self.files.into_values().flatten());
+        last.edges.extend(self.edges.into_values().flatten());
+        let mut out = self.ready;
+        out.push(last.into_part());
+        out
+    }
+}
+
+/// Cuts a repository's rows into build segments (as [`Cutter`] does, with the rows sorted
+/// into stream order first).
 pub(crate) fn cut(
     mut rows: Vec<Row>,
     files: Vec<FileText>,
@@ -163,50 +301,14 @@ pub(crate) fn cut(
     share: u64,
     dim: usize,
 ) -> Vec<Part> {
-    let total: u64 = rows.iter().map(|r| row_bytes(r, dim)).sum();
-    if total <= share {
-        return vec![Part { rows, files, edges }];
-    }
     rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
-    let mut ranges: Vec<Range<usize>> = Vec::new();
-    let (mut start, mut bytes) = (0usize, 0u64);
-    for (i, r) in rows.iter().enumerate() {
-        let b = row_bytes(r, dim);
-        if i > start && bytes + b > share * SEGMENT_MAX_SHARES {
-            ranges.push(start..i);
-            (start, bytes) = (i, 0);
-        }
-        bytes += b;
-        if boundary_after(&r.id, b, share) {
-            ranges.push(start..i + 1);
-            (start, bytes) = (i + 1, 0);
-        }
+    let mut cutter = Cutter::new(files, edges, share, dim);
+    let mut parts = Vec::new();
+    for r in rows {
+        cutter.push(r);
+        parts.extend(cutter.take_ready());
     }
-    if start < rows.len() {
-        ranges.push(start..rows.len());
-    }
-    // Which segment holds each entity (its first row).
-    let mut home: HashMap<&str, usize> = HashMap::new();
-    for (k, range) in ranges.iter().enumerate() {
-        for r in &rows[range.clone()] {
-            home.entry(r.entity.as_str()).or_insert(k);
-        }
-    }
-    let last = ranges.len() - 1;
-    let mut parts: Vec<Part> = ranges.iter().map(|_| Part::default()).collect();
-    for f in files {
-        let k = home.get(format!("file/{}", f.path).as_str()).copied().unwrap_or(last);
-        parts[k].files.push(f);
-    }
-    for e in edges {
-        let k = home.get(e.source.as_str()).copied().unwrap_or(last);
-        parts[k].edges.push(e);
-    }
-    drop(home);
-    // Split from the end, so each split moves only the rows it takes.
-    for (k, range) in ranges.iter().enumerate().rev() {
-        parts[k].rows = rows.split_off(range.start);
-    }
+    parts.extend(cutter.finish());
     parts
 }
 

@@ -25,7 +25,7 @@ use crate::git;
 use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
 };
-use crate::local::{read_repo, read_wiki};
+use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
 
 /// What a build is asked to do.
 #[derive(Clone)]
@@ -127,6 +127,12 @@ pub struct BuildReport {
     pub github_requests: (u64, u64, u64, u64),
     /// Items crawled from the GitHub API, per type.
     pub github_items: BTreeMap<String, u64>,
+    /// The budget the build was given, in bytes (`--memory-budget`).
+    pub memory_budget: u64,
+    /// The process's peak resident memory once every repository was crawled, embedded and
+    /// written, before the serving units are merged and the snapshot published (Linux's
+    /// VmHWM; `None` where the system does not say).
+    pub peak_rss_before_publish: Option<u64>,
 }
 
 impl BuildReport {
@@ -229,17 +235,18 @@ fn text_hashes(rows: &[Row]) -> HashSet<String> {
 /// Adds to `out` the vectors of `previous` (rows of the repository's current segments) whose
 /// texts are in `wanted`: main vectors by `content_sha256`, title vectors by the hash of their
 /// text.
-fn keep_reusable(previous: Vec<Row>, wanted: &HashSet<String>, out: &mut HashMap<String, Vec<i8>>) {
-    for mut r in previous {
-        if let Some(text) = r.title_embedding_text() {
+fn keep_reusable(previous: &[Row], wanted: &HashSet<String>, out: &mut HashMap<String, Vec<i8>>) {
+    for r in previous {
+        if let Some(text) = r.title_embedding_text()
+            && !r.title_embedding.is_empty()
+        {
             let sha = sha256_hex(text.as_bytes());
-            let title = std::mem::take(&mut r.title_embedding);
-            if !title.is_empty() && wanted.contains(&sha) {
-                out.insert(sha, title);
+            if wanted.contains(&sha) {
+                out.insert(sha, r.title_embedding.clone());
             }
         }
         if wanted.contains(&r.content_sha256) {
-            out.insert(r.content_sha256, r.embedding);
+            out.insert(r.content_sha256.clone(), r.embedding.clone());
         }
     }
 }
@@ -304,10 +311,14 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     Ok(Plan { store, prev, repos, client, rules })
 }
 
-/// What crawling one repository gives: rows (without vectors unless carried over), file
+/// What crawling one repository gives: its rows (without vectors unless carried over) but the
+/// history's, which are read as a stream when its build segments are cut ([`CommitRows`]); file
 /// texts, and the crawl cursor to save once published.
 pub(crate) struct Crawled {
+    /// Threads, releases, docs, code and wiki pages: bounded by the tree at HEAD and the API.
     pub(crate) rows: Vec<Row>,
+    /// The history's rows (commits and diffs), streamed from git.
+    pub(crate) commits: CommitRows,
     /// Cross-references of the repository (see [`crate::edges`]).
     pub(crate) edges: Vec<Edge>,
     pub(crate) files: Vec<FileText>,
@@ -324,14 +335,14 @@ pub(crate) async fn crawl_one(
     report: &mut BuildReport,
     crawl: &ProgressBar,
 ) -> anyhow::Result<Crawled> {
-    let (mut rows, mut files, cursor, history, web) = match source {
+    let (mut rows, mut files, cursor, history, commits, web) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
             let content = read_repo(dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
-            (content.rows, content.files, None, content.history, web)
+            (content.rows, content.files, None, content.history, content.commits, web)
         }
         Source::GitHub => {
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
@@ -383,8 +394,9 @@ pub(crate) async fn crawl_one(
             let mut seen = std::collections::HashSet::new();
             rows.reverse();
             rows.retain(|r| seen.insert(r.id.clone()));
-            crate::local::link_threads(&mut rows);
-            (rows, content.files, Some(api.cursor), content.history, web)
+            // Commit rows take in the text of the threads that merged or closed them.
+            content.commits.link(ThreadLinks::of(&rows));
+            (rows, content.files, Some(api.cursor), content.history, content.commits, web)
         }
     };
     let rules = plan.rules_of(repo);
@@ -392,16 +404,17 @@ pub(crate) async fn crawl_one(
     files.retain(|f| rules.keeps_path(&f.path));
     crawl.set_message(format!("cross-references of {repo}"));
     let releases = ReleaseTags::of(rules.release_tags.as_ref(), &rows);
-    let edges = repo_edges(repo, web.as_deref(), &rows, &history, &releases);
-    Ok(Crawled { rows, files, edges, cursor })
+    let commit_rows = commits.has_commit_rows();
+    let edges = repo_edges(repo, web.as_deref(), &rows, &history, commit_rows, &releases);
+    drop(history);
+    Ok(Crawled { rows, commits, files, edges, cursor })
 }
 
-/// One repository's crawled content, ready to embed into a segment.
+/// One repository's build segments as they are cut (see [`cut_stream`]), ready to embed.
 pub(crate) struct SegmentInput {
     pub(crate) repo: String,
-    pub(crate) rows: Vec<Row>,
-    pub(crate) files: Vec<FileText>,
-    pub(crate) edges: Vec<Edge>,
+    /// The build segments' content, in order, as the crawl cuts them.
+    pub(crate) parts: tokio::sync::mpsc::Receiver<budget::Part>,
     /// The repository's rows in the current snapshot when the crawl already read them (a
     /// GitHub crawl carries unchanged threads over); empty otherwise.
     pub(crate) previous: Vec<Row>,
@@ -409,6 +422,76 @@ pub(crate) struct SegmentInput {
     /// another model): a build segment whose input ([`hubdex_formats::input_sha256`]) one of
     /// them has is reused as it is; for the others, their vectors of unchanged texts are.
     pub(crate) prev_segments: Vec<ManifestSegment>,
+}
+
+/// Cuts a crawled repository into build segments on a thread of its own: the history's rows
+/// are read from git one commit at a time ([`CommitRows::for_each_row`]), then the other rows
+/// follow in stream order, and each build segment goes out through the returned channel as
+/// soon as it is cut. The channel holds one segment, so the crawl runs at most one segment
+/// ahead of the embedding. The handle says whether the crawl ended well: a receiver that
+/// stops early ends it.
+pub(crate) fn cut_stream(
+    crawled: Crawled,
+    share: u64,
+    dim: usize,
+    progress: ProgressBar,
+    repo: &str,
+) -> (tokio::sync::mpsc::Receiver<budget::Part>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let (tx, rx) = tokio::sync::mpsc::channel::<budget::Part>(1);
+    let repo = repo.to_string();
+    let handle = tokio::task::spawn_blocking(move || {
+        let Crawled { mut rows, commits, files, edges, .. } = crawled;
+        let mut cutter = budget::Cutter::new(files, edges, share, dim);
+        let mut open = true;
+        let mut send = |cutter: &mut budget::Cutter| {
+            for part in cutter.take_ready() {
+                open = open && tx.blocking_send(part).is_ok();
+            }
+            open
+        };
+        commits
+            .for_each_row(
+                |read, all| {
+                    progress.set_message(format!("reading {repo}: {read} of {all} commits"))
+                },
+                |row| {
+                    cutter.push(row);
+                    send(&mut cutter)
+                },
+            )
+            .with_context(|| format!("reading the history of {repo}"))?;
+        rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
+        for row in rows {
+            cutter.push(row);
+            if !send(&mut cutter) {
+                break;
+            }
+        }
+        for part in cutter.finish() {
+            if tx.blocking_send(part).is_err() {
+                break;
+            }
+        }
+        Ok(())
+    });
+    (rx, handle)
+}
+
+/// The build segments of rows already in memory (the staged `embed`), as [`cut_stream`] gives
+/// them.
+pub(crate) fn cut_parts(
+    rows: Vec<Row>,
+    files: Vec<FileText>,
+    edges: Vec<Edge>,
+    share: u64,
+    dim: usize,
+) -> tokio::sync::mpsc::Receiver<budget::Part> {
+    let parts = budget::cut(rows, files, edges, share, dim);
+    let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
+    for p in parts {
+        tx.try_send(p).expect("the channel holds every part");
+    }
+    rx
 }
 
 impl SegmentInput {
@@ -438,85 +521,52 @@ pub(crate) struct SegmentWriter<'a> {
     pub(crate) mp: &'a MultiProgress,
 }
 
-/// Embeds what changed of one repository's rows and writes its build segments: one, or
-/// several when its rows do not fit a segment's share of the memory budget
-/// ([`crate::budget::cut`]). Each segment is embedded, written and uploaded (unless the store
-/// already holds the same one) before the next one's vectors are made. Returns their manifest
-/// entries.
+/// Embeds what changed of one repository's build segments and writes them, one at a time as
+/// they come ([`cut_stream`]): a build segment whose input the current snapshot already has is
+/// reused as it is; the others are embedded (reusing the vectors of unchanged texts), written
+/// and uploaded (unless the store already holds the same one) before the next one is taken.
+/// Returns their manifest entries.
 pub(crate) async fn embed_one(
     writer: SegmentWriter<'_>,
     input: SegmentInput,
     report: &mut BuildReport,
 ) -> anyhow::Result<Vec<ManifestSegment>> {
     let SegmentWriter { store, cache, embedder, budget, work, mp } = writer;
-    let SegmentInput { repo, rows, files, edges, previous, prev_segments } = input;
+    let SegmentInput { repo, mut parts, previous, prev_segments } = input;
     let repo = repo.as_str();
     let model = embedder.identity().clone();
-    let total = rows.len();
-    let mut parts = budget::cut(rows, files, edges, budget.segment_bytes(), model.dim);
-    let count = parts.len();
-    // What each build segment is built from, hashed: a segment of the current snapshot with
-    // the same input is reused as it is (nothing embedded, nothing written).
-    let mut inputs = Vec::with_capacity(count);
-    for part in &mut parts {
-        part.rows.sort_by(|a, b| a.id.cmp(&b.id));
-        part.files.sort_by(|a, b| a.path.cmp(&b.path));
-        // Edges keep the crawl's order (deterministic), which start_segment's writer sorts.
-        let input = hubdex_formats::input_sha256(&part.rows, &part.files, &part.edges, &model);
-        let same = prev_segments.iter().find(|s| s.input_sha256.as_deref() == Some(&input));
-        inputs.push((input, same.cloned()));
-    }
-    // The vectors of unchanged texts, for the segments that are not reused whole: only those
-    // texts' vectors are kept, read one previous segment at a time.
-    let wanted: HashSet<String> = parts
-        .iter()
-        .zip(&inputs)
-        .filter(|(_, (_, same))| same.is_none())
-        .flat_map(|(p, _)| text_hashes(&p.rows))
-        .collect();
-    let mut reusable: HashMap<String, Vec<i8>> = HashMap::new();
-    if !wanted.is_empty() {
-        if previous.is_empty() {
-            for seg in &prev_segments {
-                let dir = store
-                    .fetch_segment(seg, cache)
-                    .await
-                    .with_context(|| format!("reading previous segment {}", seg.id))?;
-                let rows = read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?;
-                keep_reusable(rows, &wanted, &mut reusable);
-            }
-        } else {
-            keep_reusable(previous, &wanted, &mut reusable);
-        }
-    }
-    drop(wanted);
+    let mut earlier = EarlierVectors::new(store, cache, previous, prev_segments);
     let pb = bar(mp, 0, "embed");
-    let mut entries = Vec::with_capacity(count);
-    for (k, (part, (input, same))) in parts.into_iter().zip(inputs).enumerate() {
+    let mut entries = Vec::new();
+    while let Some(part) = parts.recv().await {
+        let k = entries.len();
         let budget::Part { mut rows, mut files, mut edges } = part;
-        if let Some(entry) = same {
+        // What the build segment is built from, hashed: a segment of the current snapshot
+        // with the same input is reused as it is (nothing embedded, nothing written).
+        rows.sort_by(|a, b| a.id.cmp(&b.id));
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        // Edges keep the crawl's order (deterministic), which start_segment's writer sorts.
+        let input = hubdex_formats::input_sha256(&rows, &files, &edges, &model);
+        if let Some(entry) = earlier.segment_with_input(&input) {
             report.segments_unchanged += 1;
             report.reused += rows.len() as u64;
             report.rows += rows.len() as u64;
             entries.push(entry);
             continue;
         }
-        let name = if count == 1 {
-            repo.to_string()
-        } else {
-            format!("{repo}: build segment {} of {count} (budget {budget})", k + 1)
-        };
+        let name = format!("{repo}: build segment {} (budget {budget})", k + 1);
         pb.set_message(name.clone());
+        let reusable = earlier.vectors_for(&rows).await?;
         let t = Instant::now();
         let (embedded, reused) = fill_vectors(&mut rows, &reusable, embedder, &pb)?;
+        drop(reusable);
         report.embed_seconds += t.elapsed().as_secs_f64();
         report.embedded += embedded;
         report.reused += reused;
         report.rows += rows.len() as u64;
 
         let t = Instant::now();
-        let slug = hubdex_formats::repo_slug(repo);
-        let seg_dir = work.join(if count == 1 { slug } else { format!("{slug}.{k}") });
+        let seg_dir = work.join(format!("{}.{k}", hubdex_formats::repo_slug(repo)));
         let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?
             .with_input_sha256(input);
         let entry = if store.has_segment(draft.id()).await? {
@@ -538,13 +588,94 @@ pub(crate) async fn embed_one(
             report.segments_written += 1;
             entry
         };
-        tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, part = k + 1, parts = count, "segment ready");
+        tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, part = k + 1, "segment ready");
         let _ = std::fs::remove_dir_all(&seg_dir);
         entries.push(entry);
     }
     pb.finish_and_clear();
-    debug_assert_eq!(entries.iter().map(|e| e.rows as usize).sum::<usize>(), total);
     Ok(entries)
+}
+
+/// What a repository's current build segments offer a rebuild: themselves, by input hash, and
+/// the vectors of their texts. The vectors are found through an index of every text's hash
+/// (16 bytes of it) to the segment that holds it, made the first time a build segment is not
+/// reused whole, so a changed build segment reads only the earlier segments holding its texts.
+struct EarlierVectors<'a> {
+    store: &'a Store,
+    cache: &'a std::path::Path,
+    /// The repository's rows in the current snapshot, when the crawl read them already.
+    previous: Vec<Row>,
+    segments: Vec<ManifestSegment>,
+    /// Text hash (its first 16 bytes) → index in `segments`, once made.
+    index: Option<HashMap<[u8; 16], u32>>,
+}
+
+/// The first 16 bytes of a hex sha256: enough to tell texts apart, a quarter of the memory.
+fn hash_key(sha_hex: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b =
+            sha_hex.get(2 * i..2 * i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0);
+    }
+    out
+}
+
+impl<'a> EarlierVectors<'a> {
+    fn new(
+        store: &'a Store,
+        cache: &'a std::path::Path,
+        previous: Vec<Row>,
+        segments: Vec<ManifestSegment>,
+    ) -> Self {
+        EarlierVectors { store, cache, previous, segments, index: None }
+    }
+
+    /// The current build segment built from `input`, if there is one.
+    fn segment_with_input(&self, input: &str) -> Option<ManifestSegment> {
+        self.segments.iter().find(|s| s.input_sha256.as_deref() == Some(input)).cloned()
+    }
+
+    async fn read(&self, k: usize, vectors: bool) -> anyhow::Result<Vec<Row>> {
+        let seg = &self.segments[k];
+        let dir = self
+            .store
+            .fetch_segment(seg, self.cache)
+            .await
+            .with_context(|| format!("reading previous segment {}", seg.id))?;
+        Ok(read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), vectors)?)
+    }
+
+    /// The earlier vectors of the texts `rows` embed (sha256 of a text → its vector).
+    async fn vectors_for(&mut self, rows: &[Row]) -> anyhow::Result<HashMap<String, Vec<i8>>> {
+        let wanted = text_hashes(rows);
+        let mut out = HashMap::new();
+        if !self.previous.is_empty() {
+            keep_reusable(&self.previous, &wanted, &mut out);
+            return Ok(out);
+        }
+        if self.segments.is_empty() {
+            return Ok(out);
+        }
+        if self.index.is_none() {
+            let mut index = HashMap::new();
+            for k in 0..self.segments.len() {
+                for r in self.read(k, false).await? {
+                    index.insert(hash_key(&r.content_sha256), k as u32);
+                    if let Some(text) = r.title_embedding_text() {
+                        index.insert(hash_key(&sha256_hex(text.as_bytes())), k as u32);
+                    }
+                }
+            }
+            self.index = Some(index);
+        }
+        let index = self.index.as_ref().expect("made above");
+        let holding: BTreeSet<u32> =
+            wanted.iter().filter_map(|sha| index.get(&hash_key(sha)).copied()).collect();
+        for k in holding {
+            keep_reusable(&self.read(k as usize, true).await?, &wanted, &mut out);
+        }
+        Ok(out)
+    }
 }
 
 /// What a build publishes: its new segments, what it rebuilt, the cursors to save after.
@@ -685,37 +816,42 @@ pub async fn build_with(
             Source::Local(_) => Vec::new(),
         };
         let c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
-        crawl.finish_and_clear();
         report.crawl_seconds += t.elapsed().as_secs_f64();
-        if let Some(cursor) = c.cursor {
+        if let Some(cursor) = c.cursor.clone() {
             cursors.push((repo.clone(), cursor));
         }
-        segments.extend(
-            embed_one(
-                SegmentWriter {
-                    store: &plan.store,
-                    cache: &opts.cache,
-                    embedder,
-                    budget: opts.memory_budget,
-                    work: work.path(),
-                    mp: &mp,
-                },
-                SegmentInput {
-                    repo: repo.clone(),
-                    rows: c.rows,
-                    files: c.files,
-                    edges: c.edges,
-                    previous,
-                    prev_segments: SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model),
-                },
-                &mut report,
-            )
-            .await?,
-        );
+        // The history is read while the build segments cut from it are embedded and written.
+        let share = opts.memory_budget.segment_bytes();
+        let (parts, crawling) = cut_stream(c, share, model.dim, crawl.clone(), repo);
+        let written = embed_one(
+            SegmentWriter {
+                store: &plan.store,
+                cache: &opts.cache,
+                embedder,
+                budget: opts.memory_budget,
+                work: work.path(),
+                mp: &mp,
+            },
+            SegmentInput {
+                repo: repo.clone(),
+                parts,
+                previous,
+                prev_segments: SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model),
+            },
+            &mut report,
+        )
+        .await;
+        let crawled = crawling.await.context("the crawl's thread stopped")?;
+        crawl.finish_and_clear();
+        // An error of the embedding stops the crawl (its channel closes): that one is the cause.
+        segments.extend(written?);
+        crawled?;
     }
     if let Some(c) = &plan.client {
         report.github_requests = c.stats.snapshot();
     }
+    report.memory_budget = opts.memory_budget.bytes();
+    report.peak_rss_before_publish = peak_rss();
     let rebuilt: BTreeSet<String> = plan.repos.keys().cloned().collect();
     let publication = Publication {
         store: &plan.store,
@@ -730,6 +866,15 @@ pub async fn build_with(
     };
     publish_segments(publication, &mut report).await?;
     Ok(report)
+}
+
+/// This process's peak resident memory in bytes (VmHWM in /proc/self/status), where the
+/// system says.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 /// A snapshot id that sorts after `parent` even when both fall in the same second (ids have

@@ -248,21 +248,21 @@ fn pull_request_number(subject: &str) -> Option<u64> {
     subject.trim_end().strip_suffix(')')?.rsplit_once("(#")?.1.parse().ok()
 }
 
-/// Every edge of `repo`, from its final `rows` (after the repository's rules) and `history`.
+/// Every edge of `repo`, from `history` and the repository's other final `rows` (threads,
+/// releases, docs, code: after its rules; its history's rows, if given, are passed over).
+/// `commit_rows` says whether every commit of the history has a row (evidence of its edges);
 /// `web` is the repository's web address (edge URLs); `releases` says which tags are releases.
 pub(crate) fn repo_edges(
     repo: &str,
     web: Option<&str>,
     rows: &[Row],
     history: &History,
+    commit_rows: bool,
     releases: &ReleaseTags,
 ) -> Vec<Edge> {
     let shas = Shas::new(history);
-    let ids: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-    let commit_row = |sha: &str| {
-        let id = row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0);
-        ids.contains(id.as_str()).then_some(id)
-    };
+    let commit_row =
+        |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
     let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
 
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins.
@@ -537,6 +537,7 @@ mod tests {
             Some("https://github.com/o/r"),
             &[],
             &history,
+            false,
             &ReleaseTags::Versions,
         );
         assert_eq!(find(&edges, EdgeKind::Closes, "commit/b2"), ["issue/3"]);

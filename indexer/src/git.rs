@@ -172,7 +172,9 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
 
-fn parse_record(raw: &[u8]) -> Option<Commit> {
+/// One record of `git log`'s output: with `patches`, what follows the message is the diff;
+/// without, the paths the commit changed (`--name-only`).
+fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
     // Bytes that are not UTF-8 (old encodings in messages or diffs) become U+FFFD.
     let text = String::from_utf8_lossy(raw);
     let mut f = text.splitn(10, FIELD);
@@ -187,6 +189,29 @@ fn parse_record(raw: &[u8]) -> Option<Commit> {
         (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
     let message = f.next()?.trim_end().to_string();
     let rest = f.next().unwrap_or("");
+    if !patches {
+        // A path git quotes (non-ASCII or control characters) is left out, as the patch
+        // headers' parse below leaves it out, so both passes name the same files.
+        let files = rest
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.is_empty() && !l.starts_with('"'))
+            .map(str::to_string)
+            .collect();
+        return Some(Commit {
+            sha,
+            parents,
+            author,
+            author_email,
+            authored_at,
+            committer,
+            committer_email,
+            committed_at,
+            message,
+            files,
+            diff: String::new(),
+        });
+    }
     let diff = rest.trim_start_matches('\n').to_string();
     let mut files = Vec::new();
     for line in diff.lines() {
@@ -237,19 +262,29 @@ const FUNCNAME_ATTRIBUTES: &str = "\
 *.md diff=markdown
 ";
 
-/// Streams every commit reachable from any branch or tag, newest first, to `each`.
-pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Result<(), GitError> {
+/// What a `git log` pass reads.
+pub(crate) enum Log<'a> {
+    /// Every commit reachable from any branch or tag, newest first, with the paths it changed
+    /// but no diff: the compact pass a build reads the history with first.
+    Summaries,
+    /// These commits, in this order, each with its diff.
+    Patches(&'a [String]),
+}
+
+/// Streams the commits `log` names to `each`; `each` returns false to stop early.
+pub(crate) fn for_each_commit(
+    dir: &Path,
+    log: Log<'_>,
+    mut each: impl FnMut(Commit) -> bool,
+) -> Result<(), GitError> {
     let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
-    let args = [
-        "log",
-        "--all",
-        "--date-order",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-renames",
-        "-p",
-        format,
-    ];
+    let patches = matches!(log, Log::Patches(_));
+    let mut args = vec!["log", "--no-color", "--no-ext-diff", "--no-renames", format];
+    match &log {
+        Log::Summaries => args.extend(["--all", "--date-order", "--name-only"]),
+        Log::Patches([]) => return Ok(()),
+        Log::Patches(_) => args.extend(["--no-walk=unsorted", "--stdin", "-p"]),
+    }
     // git's built-in hunk-header rules per language, so a hunk names the function it is in
     // (`@@ … @@ fn parse(`) rather than the last unindented line.
     let attributes = tempfile::NamedTempFile::new()
@@ -261,15 +296,28 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
     let mut child = git(dir)
         .arg("-c")
         .arg(format!("core.attributesFile={}", attributes.path().display()))
-        .args(args)
+        .args(&args)
+        .stdin(if patches { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    // The commits to show go in on stdin from a thread of their own, so git never waits on a
+    // full pipe while this one reads.
+    let feeder = match (&log, child.stdin.take()) {
+        (Log::Patches(shas), Some(mut stdin)) => {
+            let request: String = shas.iter().map(|s| format!("{s}\n")).collect();
+            Some(std::thread::spawn(move || {
+                let _ = stdin.write_all(request.as_bytes());
+            }))
+        }
+        _ => None,
+    };
     let mut stdout =
         BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
     let mut buf = Vec::new();
     let mut first = true;
+    let mut stopped = false;
     loop {
         buf.clear();
         let n = stdout
@@ -285,9 +333,19 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
             first = false;
             continue; // the bytes before the first separator
         }
-        if let Some(c) = parse_record(&buf) {
-            each(c);
+        if let Some(c) = parse_record(&buf, patches)
+            && !each(c)
+        {
+            stopped = true;
+            break;
         }
+    }
+    if stopped {
+        let _ = child.kill();
+    }
+    drop(stdout);
+    if let Some(f) = feeder {
+        let _ = f.join();
     }
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -296,7 +354,8 @@ pub(crate) fn for_each_commit(dir: &Path, mut each: impl FnMut(Commit)) -> Resul
     let status =
         child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     // An empty repository has no commits: git log fails on it, and that is not an error here.
-    if !status.success()
+    if !stopped
+        && !status.success()
         && !stderr.contains("does not have any commits")
         && !stderr.contains("bad default revision")
     {

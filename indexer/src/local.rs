@@ -2,7 +2,7 @@
 //! row per file it changed, `doc` rows for the markdown files at HEAD (chunked by heading) and
 //! `code` rows for the other text files at HEAD (chunked by syntax, see [`crate::code`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -21,13 +21,15 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: usize = 1 << 20;
 
-/// What a repository yields: its rows, the full texts of the files they were cut from, and
-/// what its history says about cross-references (see [`crate::edges`]).
+/// What a repository yields before its history's rows: the rows of its files at HEAD (docs
+/// and code), their full texts, what its history says about cross-references (see
+/// [`crate::edges`]), and the history's own rows as a stream read once ([`CommitRows`]).
 #[derive(Debug, Default)]
 pub(crate) struct RepoContent {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
     pub(crate) history: History,
+    pub(crate) commits: CommitRows,
 }
 
 /// Where doc rows come from: the repository itself, or its wiki.
@@ -37,8 +39,14 @@ pub(crate) enum DocSource {
     Wiki,
 }
 
-/// Reads every row of the repository at `dir`, indexed under the name `repo`; `web` is its
-/// web URL when it has one (links in rows).
+/// Reads the repository at `dir`, indexed under the name `repo`; `web` is its web URL when it
+/// has one (links in rows).
+///
+/// The history is read twice. This first, compact pass (`git log --name-only`, no diffs) gives
+/// every commit's parents, message, time and paths: the [`History`] edges need, the graph a
+/// merge row lists its branch from, each path's last change (a doc's `updated_at`) and the
+/// order the history's rows are cut in. The rows themselves, a commit row and a diff row per
+/// file, come from the second pass ([`CommitRows::for_each_row`]), one commit at a time.
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
@@ -46,66 +54,153 @@ pub(crate) fn read_repo(
     rules: &RepoRules,
     mut progress: impl FnMut(&str),
 ) -> Result<RepoContent, GitError> {
-    let mut rows = Vec::new();
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    let mut commits = 0usize;
-    // Every commit's parents, subject and files, to say what a merge brought in; merges are
-    // written once the whole history is known (their branch is older, so streamed later).
+    // Every commit's parents, subject and files, to say what a merge brought in.
     let mut graph = CommitGraph::new();
-    let mut merges: Vec<(usize, Commit)> = Vec::new();
+    let mut merges = false;
+    let mut order: Vec<(Option<i64>, String)> = Vec::new();
     let mut history = History::default();
-    git::for_each_commit(dir, |c| {
-        history.commits.push(HistoryCommit {
-            sha: c.sha.clone(),
-            parents: c.parents.clone(),
-            message: c.message.clone(),
-            committed_at: c.committed_at,
-        });
+    let wants_commits = rules.wants(RowType::Commit);
+    git::for_each_commit(dir, git::Log::Summaries, |c| {
         for f in &c.files {
             if let Some(t) = c.committed_at {
                 last_change.entry(f.clone()).or_insert(t);
             }
         }
-        if rules.wants(RowType::Commit) {
-            let subject = if c.parents.len() > 1 {
-                merges.push((rows.len(), c.clone()));
-                rows.push(Row::new(RowType::Commit, repo, "placeholder", 0));
-                clean_message(&c.message).title
-            } else {
-                let row = commit_row(repo, web, &c, &Merged::default());
-                let title = row.title.clone().unwrap_or_default();
-                rows.push(row);
-                title
-            };
-            graph.insert(c.sha.clone(), (c.parents.clone(), subject, c.files.clone()));
+        if wants_commits {
+            merges |= c.parents.len() > 1;
+            let subject = clean_message(&c.message).title;
+            graph.insert(c.sha.clone(), (c.parents.clone(), subject, c.files));
         }
-        if rules.wants(RowType::Diff) {
-            rows.extend(diff_rows(repo, web, &c));
+        order.push((c.authored_at.map(|t| t.timestamp()), c.sha.clone()));
+        history.commits.push(HistoryCommit {
+            sha: c.sha,
+            parents: c.parents,
+            message: c.message,
+            committed_at: c.committed_at,
+        });
+        if history.commits.len().is_multiple_of(1000) {
+            progress(&format!("{} commits", history.commits.len()));
         }
-        commits += 1;
-        if commits.is_multiple_of(200) {
-            progress(&format!("{commits} commits"));
-        }
+        true
     })?;
-    if !merges.is_empty() {
-        let mainline = first_parents(&graph, git::head(dir)?.as_deref());
-        for (at, c) in merges {
-            rows[at] = commit_row(repo, web, &c, &merged_by(&graph, &mainline, &c));
-        }
-    }
+    let commits = history.commits.len();
+    // The history's rows are cut into build segments by author time, then commit
+    // ([`crate::budget`]): the second pass reads the commits in that order.
+    order.sort_unstable();
+    let order: Vec<String> = if wants_commits || rules.wants(RowType::Diff) {
+        order.into_iter().map(|(_, sha)| sha).collect()
+    } else {
+        Vec::new()
+    };
+    let mainline =
+        if merges { first_parents(&graph, git::head(dir)?.as_deref()) } else { HashSet::new() };
     history.tags = git::tags(dir)?;
-    let written = rows.len();
-    let mut content = RepoContent { rows, files: Vec::new(), history };
+    let mut content = RepoContent {
+        rows: Vec::new(),
+        files: Vec::new(),
+        history,
+        commits: CommitRows {
+            dir: dir.to_path_buf(),
+            repo: repo.to_string(),
+            web: web.map(str::to_string),
+            rules: rules.clone(),
+            order,
+            graph,
+            mainline,
+            links: ThreadLinks::default(),
+        },
+    };
     let Some(tree) = head_tree(dir)? else { return Ok(content) };
     read_docs(dir, &tree, repo, web, DocSource::Repo, &last_change, &mut content)?;
-    let docs = content.rows.len() - written;
+    let docs = content.rows.len();
     if rules.wants(RowType::Code) {
         read_code(dir, &tree, repo, web, rules, &last_change, &mut content)?;
     }
-    let code = content.rows.len() - written - docs;
+    let code = content.rows.len() - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
+}
+
+/// The rows of a repository's history: a commit row per commit and a diff row per file it
+/// changed, after the repository's rules. They are read from git in a second pass
+/// ([`CommitRows::for_each_row`]) in the order a build cuts them into build segments (by author
+/// time, then commit; one commit's rows by id), so a build holds one commit's rows at a time,
+/// not the history's.
+#[derive(Debug, Default)]
+pub(crate) struct CommitRows {
+    dir: std::path::PathBuf,
+    repo: String,
+    web: Option<String>,
+    rules: RepoRules,
+    /// The commits, in the order their rows are streamed.
+    order: Vec<String>,
+    graph: CommitGraph,
+    mainline: HashSet<String>,
+    links: ThreadLinks,
+}
+
+impl CommitRows {
+    /// Whether the history has commit rows (edges name them as evidence).
+    pub(crate) fn has_commit_rows(&self) -> bool {
+        !self.order.is_empty() && self.rules.wants(RowType::Commit)
+    }
+
+    /// Gives each commit row what the crawl's threads say of it ([`ThreadLinks`]).
+    pub(crate) fn link(&mut self, links: ThreadLinks) {
+        self.links = links;
+    }
+
+    /// Reads the history's rows from git, one commit at a time, to `each` (which returns false
+    /// to stop); `progress` hears how many commits were read now and then.
+    pub(crate) fn for_each_row(
+        &self,
+        mut progress: impl FnMut(usize, usize),
+        mut each: impl FnMut(Row) -> bool,
+    ) -> Result<(), GitError> {
+        let (wants_commits, wants_diffs) =
+            (self.rules.wants(RowType::Commit), self.rules.wants(RowType::Diff));
+        let web = self.web.as_deref();
+        let mut read = 0usize;
+        git::for_each_commit(&self.dir, git::Log::Patches(&self.order), |c| {
+            let mut rows = Vec::new();
+            if wants_commits {
+                let merged = if c.parents.len() > 1 {
+                    merged_by(&self.graph, &self.mainline, &c)
+                } else {
+                    Merged::default()
+                };
+                let mut row = commit_row(&self.repo, web, &c, &merged);
+                self.links.apply(&mut row);
+                rows.push(row);
+            }
+            if wants_diffs {
+                rows.extend(diff_rows(&self.repo, web, &c));
+            }
+            rows.retain(|r| self.rules.keeps(r));
+            rows.sort_by(|a, b| a.id.cmp(&b.id));
+            read += 1;
+            if read.is_multiple_of(200) || read == self.order.len() {
+                progress(read, self.order.len());
+            }
+            rows.into_iter().all(&mut each)
+        })
+    }
+
+    /// Every row of the history, in memory: for the staged `crawl`, which writes them to one
+    /// file.
+    pub(crate) fn collect(&self) -> Result<Vec<Row>, GitError> {
+        let mut rows = Vec::new();
+        self.for_each_row(
+            |_, _| {},
+            |r| {
+                rows.push(r);
+                true
+            },
+        )?;
+        Ok(rows)
+    }
 }
 
 /// Reads the source files at HEAD as `code` rows (see [`crate::code`]): every text file that is
@@ -181,12 +276,13 @@ pub(crate) fn read_wiki(
     web: Option<&str>,
 ) -> Result<RepoContent, GitError> {
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    git::for_each_commit(dir, |c| {
+    git::for_each_commit(dir, git::Log::Summaries, |c| {
         for f in &c.files {
             if let Some(t) = c.committed_at {
                 last_change.entry(f.clone()).or_insert(t);
             }
         }
+        true
     })?;
     let mut content = RepoContent::default();
     if let Some(tree) = head_tree(dir)? {
@@ -403,8 +499,8 @@ fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str
 type CommitGraph = HashMap<String, (Vec<String>, String, Vec<String>)>;
 
 /// The first-parent chain from `from` (the mainline when `from` is HEAD).
-fn first_parents(graph: &CommitGraph, from: Option<&str>) -> std::collections::HashSet<String> {
-    let mut out = std::collections::HashSet::new();
+fn first_parents(graph: &CommitGraph, from: Option<&str>) -> HashSet<String> {
+    let mut out = HashSet::new();
     let mut at = from.map(str::to_string);
     while let Some(sha) = at {
         if !out.insert(sha.clone()) {
@@ -417,11 +513,7 @@ fn first_parents(graph: &CommitGraph, from: Option<&str>) -> std::collections::H
 
 /// What merge `c` brought in: its second parent's first-parent chain until it meets the
 /// mainline or the first parent (at most [`MERGED_MAX`] commits), oldest last.
-fn merged_by(
-    graph: &CommitGraph,
-    mainline: &std::collections::HashSet<String>,
-    c: &Commit,
-) -> Merged {
+fn merged_by(graph: &CommitGraph, mainline: &HashSet<String>, c: &Commit) -> Merged {
     let mut merged = Merged::default();
     let mut at = c.parents.get(1).cloned();
     while let Some(sha) = at {
@@ -514,29 +606,53 @@ const CLOSED_ISSUES_MAX: usize = 5;
 /// - a commit that closes issues of the same crawl (GitHub's closing keywords in its message,
 ///   or in the description of the pull request it merged) takes their titles (at most
 ///   [`CLOSED_ISSUES_MAX`]).
+#[cfg(test)]
 pub(crate) fn link_threads(rows: &mut [Row]) {
-    // A pull request's text for the commit that merged it, and the issues its description
-    // closes.
-    let mut pulls: HashMap<i64, (String, Vec<i64>)> = HashMap::new();
-    let mut issues: HashMap<i64, String> = HashMap::new();
-    for r in rows.iter().filter(|r| r.chunk_index == 0) {
-        let (Some(n), Some(title)) = (r.number, r.title.as_deref()) else { continue };
-        match r.kind() {
-            RowType::PullRequest => {
-                let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
-                let text = format!("Pull request #{n}: {title}\n{}", body.trim());
-                pulls.insert(n, (text, crate::edges::closed_issues(&r.body, &r.repo)));
+    let links = ThreadLinks::of(rows);
+    for row in rows.iter_mut() {
+        links.apply(row);
+    }
+}
+
+/// What a crawl's threads say of the commits ([`link_threads`]): each pull request's text and
+/// the issues its description closes, and each issue's title line, by number.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadLinks {
+    pulls: HashMap<i64, (String, Vec<i64>)>,
+    issues: HashMap<i64, String>,
+}
+
+impl ThreadLinks {
+    /// The links `rows` (a crawl's threads) give.
+    pub(crate) fn of(rows: &[Row]) -> ThreadLinks {
+        // A pull request's text for the commit that merged it, and the issues its description
+        // closes.
+        let mut pulls: HashMap<i64, (String, Vec<i64>)> = HashMap::new();
+        let mut issues: HashMap<i64, String> = HashMap::new();
+        for r in rows.iter().filter(|r| r.chunk_index == 0) {
+            let (Some(n), Some(title)) = (r.number, r.title.as_deref()) else { continue };
+            match r.kind() {
+                RowType::PullRequest => {
+                    let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
+                    let text = format!("Pull request #{n}: {title}\n{}", body.trim());
+                    pulls.insert(n, (text, crate::edges::closed_issues(&r.body, &r.repo)));
+                }
+                RowType::Issue => {
+                    issues.insert(n, format!("Closes issue #{n}: {title}"));
+                }
+                _ => {}
             }
-            RowType::Issue => {
-                issues.insert(n, format!("Closes issue #{n}: {title}"));
-            }
-            _ => {}
         }
+        ThreadLinks { pulls, issues }
     }
-    if pulls.is_empty() && issues.is_empty() {
-        return;
-    }
-    for row in rows.iter_mut().filter(|r| r.kind() == RowType::Commit) {
+
+    /// Gives `row`, when it is a commit row, the text of the pull request it merged and the
+    /// titles of the issues it closes.
+    pub(crate) fn apply(&self, row: &mut Row) {
+        let ThreadLinks { pulls, issues } = self;
+        if (pulls.is_empty() && issues.is_empty()) || row.kind() != RowType::Commit {
+            return;
+        }
         let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
         let head: String = row.body.chars().take(head_chars).collect();
         let tail: String = row.body.chars().skip(head_chars).collect();
@@ -565,7 +681,7 @@ pub(crate) fn link_threads(rows: &mut [Row]) {
             closed.iter().filter_map(|n| issues.get(n)).take(CLOSED_ISSUES_MAX).map(String::as_str),
         );
         if linked.is_empty() {
-            continue;
+            return;
         }
         let linked = linked.join("\n");
         let head = if head.is_empty() { linked } else { format!("{head}\n\n{linked}") };

@@ -164,6 +164,13 @@ fn print_report(r: &BuildReport) {
         r.other_seconds(),
         rows_per_s(r.rows, r.other_seconds())
     );
+    if let Some(peak) = r.peak_rss_before_publish {
+        eprintln!(
+            "memory: peak {} MiB while crawling, embedding and writing (budget {})",
+            peak >> 20,
+            hubdex_indexer::MemoryBudget::unchecked(r.memory_budget)
+        );
+    }
     if r.github_requests.0 > 0 {
         let items: Vec<String> = r.github_items.iter().map(|(t, n)| format!("{n} {t}")).collect();
         eprintln!(

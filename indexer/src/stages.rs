@@ -15,8 +15,8 @@ use hubdex_formats::{
 use indicatif::MultiProgress;
 
 use crate::build::{
-    BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, embed_one,
-    load_embedder, plan, previous_rows, publish_segments,
+    BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, cut_parts,
+    embed_one, load_embedder, plan, previous_rows, publish_segments,
 };
 use crate::github::Cursor;
 
@@ -78,14 +78,18 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             _ => Vec::new(),
         };
         let mut c = crawl_one(opts, &plan, repo, source, &prev_rows, &mut report, &spinner).await?;
+        // The staged crawl is one file of rows: the history's are read into it here.
+        let mut rows =
+            c.commits.collect().with_context(|| format!("reading the history of {repo}"))?;
+        rows.append(&mut c.rows);
         spinner.finish_and_clear();
-        for r in &mut c.rows {
+        for r in &mut rows {
             r.embedding.clear();
             r.title_embedding.clear();
         }
         let dir = work.path().join(repo_slug(repo));
         std::fs::create_dir_all(&dir)?;
-        write_rows(&dir.join("rows.parquet"), &c.rows, 0)?;
+        write_rows(&dir.join("rows.parquet"), &rows, 0)?;
         write_files(&dir.join("files.parquet"), &c.files)?;
         write_edges(&dir.join(EDGES_PARQUET), &mut c.edges)?;
         let prefix = staged_crawl_prefix(run, repo);
@@ -142,11 +146,10 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             work: work.path(),
             mp: &mp,
         };
+        let share = opts.memory_budget.segment_bytes();
         let input = SegmentInput {
             repo: staged.repo.clone(),
-            rows,
-            files,
-            edges,
+            parts: cut_parts(rows, files, edges, share, model.dim),
             previous: Vec::new(),
             prev_segments,
         };

@@ -214,3 +214,50 @@ fn a_repository_served_by_several_units_answers_as_one_served_by_one() {
         assert!(listed["count"].as_u64().unwrap_or(0) > 0, "changed_in is listed: {listed}");
     });
 }
+
+/// One build in a process of its own (`hubdex-bench build`, the hash embedder), so the peak
+/// memory it reports is that build's: its JSON report.
+fn build_alone(source: &Path, store: &Path, budget: &str) -> Value {
+    let out = std::process::Command::new(hubdex_tests::bin("hubdex-bench"))
+        .arg("build")
+        .arg("--source")
+        .arg(source)
+        .arg("--store")
+        .arg(store)
+        .args(["--budget", budget])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = dir.path().join("tiny");
+    let large = dir.path().join("large");
+    synthetic_history(&tiny, 100, 11).unwrap();
+    synthetic_history(&large, 6000, 11).unwrap();
+    // Peak memory once crawled, embedded and written (before the serving merge, which the
+    // budget does not govern), in MiB.
+    let peak = |source: &Path, budget: &str, store: &str| {
+        let report = build_alone(source, &dir.path().join(store), budget);
+        let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
+        (kib >> 10, report["rows"].as_u64().unwrap())
+    };
+    // What a build needs whatever the history: the code at HEAD (the same in both), the
+    // runtime, the writers.
+    let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
+    let (cut, rows) = peak(&large, "32MiB", "large-cut");
+    let (whole, _) = peak(&large, "64GiB", "large-whole");
+    eprintln!(
+        "peak before publish: {base} MiB ({tiny_rows} rows, one segment); {rows} rows: {cut} \
+         MiB under 32 MiB, {whole} MiB unbounded"
+    );
+    assert!(rows > 4 * tiny_rows, "{tiny_rows} → {rows} rows");
+    // Under a budget of 32 MiB the build holds no more than that above what any build holds;
+    // unbounded, it holds the repository's rows (~60 MB with their texts to embed).
+    assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
+    assert!(whole >= cut + 50, "peak {cut} MiB under 32 MiB against {whole} MiB unbounded");
+}

@@ -933,6 +933,7 @@ async fn build_bench(
         "publish_seconds": report.publish_seconds,
         "non_embedding_rows_per_s": report.rows as f64 / report.other_seconds().max(1e-9),
         "peak_rss_kib": status_kib("VmHWM:"),
+        "peak_rss_before_publish_kib": report.peak_rss_before_publish.map(|b| b >> 10),
     }))
 }
 
