@@ -538,7 +538,12 @@ pub(crate) async fn embed_one(
     let mut earlier = EarlierVectors::new(store, cache, previous, prev_segments);
     let pb = bar(mp, 0, "embed");
     let mut entries = Vec::new();
-    while let Some(part) = parts.recv().await {
+    loop {
+        // Waiting for the next build segment is the crawl's time (the history is read while
+        // the segments before are embedded and written).
+        let t = Instant::now();
+        let Some(part) = parts.recv().await else { break };
+        report.crawl_seconds += t.elapsed().as_secs_f64();
         let k = entries.len();
         let budget::Part { mut rows, mut files, mut edges } = part;
         // What the build segment is built from, hashed: a segment of the current snapshot
@@ -870,7 +875,7 @@ pub async fn build_with(
 
 /// This process's peak resident memory in bytes (VmHWM in /proc/self/status), where the
 /// system says.
-pub fn peak_rss() -> Option<u64> {
+pub(crate) fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -41,8 +41,8 @@ struct Common {
     #[arg(long)]
     config: Option<PathBuf>,
     /// What the build may hold in memory (e.g. 3GiB, 512MiB; default 3GiB, which fits a
-    /// 7 GB runner): a repository whose rows do not fit an eighth of it is written as several
-    /// build segments, one at a time.
+    /// 7 GB runner): a repository whose rows do not fit a sixteenth of it is written as
+    /// several build segments, cut as its history is read and written one at a time.
     #[arg(long, env = "HUBDEX_MEMORY_BUDGET")]
     memory_budget: Option<MemoryBudget>,
 }
