@@ -664,11 +664,8 @@ impl<'a> EarlierVectors<'a> {
         if self.index.is_none() {
             let mut index = HashMap::new();
             for k in 0..self.segments.len() {
-                for r in self.read(k, false).await? {
-                    index.insert(hash_key(&r.content_sha256), k as u32);
-                    if let Some(text) = r.title_embedding_text() {
-                        index.insert(hash_key(&sha256_hex(text.as_bytes())), k as u32);
-                    }
+                for sha in text_hashes(&self.read(k, false).await?) {
+                    index.insert(hash_key(&sha), k as u32);
                 }
             }
             self.index = Some(index);
@@ -820,9 +817,9 @@ pub async fn build_with(
             }
             Source::Local(_) => Vec::new(),
         };
-        let c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
+        let mut c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
         report.crawl_seconds += t.elapsed().as_secs_f64();
-        if let Some(cursor) = c.cursor.clone() {
+        if let Some(cursor) = c.cursor.take() {
             cursors.push((repo.clone(), cursor));
         }
         // The history is read while the build segments cut from it are embedded and written.

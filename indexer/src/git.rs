@@ -189,39 +189,29 @@ fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
         (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
     let message = f.next()?.trim_end().to_string();
     let rest = f.next().unwrap_or("");
-    if !patches {
-        // A path git quotes (non-ASCII or control characters) is left out, as the patch
-        // headers' parse below leaves it out, so both passes name the same files.
+    let (files, diff) = if patches {
+        let diff = rest.trim_start_matches('\n').to_string();
+        let mut files = Vec::new();
+        for line in diff.lines() {
+            if let Some(rest) = line.strip_prefix("diff --git ") {
+                // "a/x b/x": the new path is after the last " b/".
+                if let Some(i) = rest.rfind(" b/") {
+                    files.push(rest[i + 3..].to_string());
+                }
+            }
+        }
+        (files, diff)
+    } else {
+        // `--name-only`: a path a line. A path git quotes (non-ASCII or control characters) is
+        // left out, as the patch headers' parse above leaves it out, so both passes name the
+        // same files.
         let files = rest
             .lines()
-            .map(str::trim_end)
             .filter(|l| !l.is_empty() && !l.starts_with('"'))
             .map(str::to_string)
             .collect();
-        return Some(Commit {
-            sha,
-            parents,
-            author,
-            author_email,
-            authored_at,
-            committer,
-            committer_email,
-            committed_at,
-            message,
-            files,
-            diff: String::new(),
-        });
-    }
-    let diff = rest.trim_start_matches('\n').to_string();
-    let mut files = Vec::new();
-    for line in diff.lines() {
-        if let Some(rest) = line.strip_prefix("diff --git ") {
-            // "a/x b/x": the new path is after the last " b/".
-            if let Some(i) = rest.rfind(" b/") {
-                files.push(rest[i + 3..].to_string());
-            }
-        }
-    }
+        (files, String::new())
+    };
     Some(Commit {
         sha,
         parents,

@@ -63,11 +63,7 @@ pub(crate) fn read_repo(
     let mut history = History::default();
     let wants_commits = rules.wants(RowType::Commit);
     git::for_each_commit(dir, git::Log::Summaries, |c| {
-        for f in &c.files {
-            if let Some(t) = c.committed_at {
-                last_change.entry(f.clone()).or_insert(t);
-            }
-        }
+        note_changes(&mut last_change, &c);
         if wants_commits {
             merges |= c.parents.len() > 1;
             let subject = clean_message(&c.message).title;
@@ -121,6 +117,16 @@ pub(crate) fn read_repo(
     let code = content.rows.len() - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
+}
+
+/// Records `c`'s time as the last change of each path it changed that no newer commit did
+/// (the log runs newest first): a doc's or a code file's `updated_at`.
+fn note_changes(last_change: &mut HashMap<String, DateTime<Utc>>, c: &Commit) {
+    if let Some(t) = c.committed_at {
+        for f in &c.files {
+            last_change.entry(f.clone()).or_insert(t);
+        }
+    }
 }
 
 /// The rows of a repository's history: a commit row per commit and a diff row per file it
@@ -277,11 +283,7 @@ pub(crate) fn read_wiki(
 ) -> Result<RepoContent, GitError> {
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     git::for_each_commit(dir, git::Log::Summaries, |c| {
-        for f in &c.files {
-            if let Some(t) = c.committed_at {
-                last_change.entry(f.clone()).or_insert(t);
-            }
-        }
+        note_changes(&mut last_change, &c);
         true
     })?;
     let mut content = RepoContent::default();
