@@ -193,18 +193,15 @@ fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
         let diff = rest.trim_start_matches('\n').to_string();
         let mut files = Vec::new();
         for line in diff.lines() {
-            if let Some(rest) = line.strip_prefix("diff --git ") {
-                // "a/x b/x": the new path is after the last " b/".
-                if let Some(i) = rest.rfind(" b/") {
-                    files.push(rest[i + 3..].to_string());
-                }
+            if let Some(path) = patch_path(line) {
+                files.push(path.to_string());
             }
         }
         (files, diff)
     } else {
-        // `--name-only`: a path a line. A path git quotes (non-ASCII or control characters) is
-        // left out, as the patch headers' parse above leaves it out, so both passes name the
-        // same files.
+        // `--name-only`: a path a line. A path git quotes (a quote, a backslash or a control
+        // character in it) is left out, as [`patch_path`] leaves it out, so both passes name
+        // the same files.
         let files = rest
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with('"'))
@@ -225,6 +222,21 @@ fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
         files,
         diff,
     })
+}
+
+/// The path a patch's `diff --git a/X b/X` header names. Renames are off (`--no-renames`), so
+/// both sides are the same X, which is how a path holding " b/" itself is read right. `None`
+/// for any other line, and for a header git quoted (a path with a quote, a backslash or a
+/// control character: non-ASCII is written as it is, `core.quotePath=false`).
+pub(crate) fn patch_path(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("diff --git ")?;
+    let twice = rest.len().checked_sub(5)?; // "a/" + X + " b/" + X
+    if twice % 2 != 0 {
+        return None;
+    }
+    let (a, b) = rest.split_at_checked(2 + twice / 2)?;
+    let (a, b) = (a.strip_prefix("a/")?, b.strip_prefix(" b/")?);
+    (a == b).then_some(b)
 }
 
 /// The gitattributes that give source files git's built-in diff drivers (hunk headers).
@@ -286,6 +298,7 @@ pub(crate) fn for_each_commit(
     let mut child = git(dir)
         .arg("-c")
         .arg(format!("core.attributesFile={}", attributes.path().display()))
+        .args(["-c", "core.quotePath=false"])
         .args(&args)
         .stdin(if patches { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
@@ -435,4 +448,93 @@ pub(crate) fn read_blobs(
     let _ = writer.join();
     let _ = child.wait();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs git in `dir` with a fixed identity, failing the test if it fails.
+    fn git_ok(dir: &Path, args: &[&str]) {
+        let ok = git(dir)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
+
+    #[test]
+    fn a_patch_header_names_its_path_even_when_the_path_holds_b_slash() {
+        assert_eq!(patch_path("diff --git a/a b/c.rs b/a b/c.rs"), Some("a b/c.rs"));
+        assert_eq!(patch_path("diff --git a/x b/x"), Some("x"));
+        assert_eq!(patch_path("diff --git a/t  b/t "), Some("t "));
+        assert_eq!(patch_path("diff --git a/x b/y"), None, "a rename: not with --no-renames");
+        assert_eq!(patch_path("diff --git \"a/q\\\"\" \"b/q\\\"\""), None, "quoted");
+        assert_eq!(patch_path("diff --git a/"), None);
+        assert_eq!(patch_path("diff --git a/\u{e9}x b/\u{e9}x"), Some("\u{e9}x"));
+        assert_eq!(patch_path("index 1..2"), None);
+    }
+
+    #[test]
+    fn both_passes_name_the_same_files_whatever_the_paths_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git_ok(d, &["init", "-q", "-b", "main"]);
+        // Paths git quotes (a quote, a backslash), a non-ASCII one, one with " b/" inside it,
+        // one ending in a space, one that looks like a patch header, and a plain one.
+        let paths = [
+            "caf\u{e9}.md",
+            "say \"hi\".txt",
+            "back\\slash.rs",
+            "a b/c.rs",
+            "trailing .rs",
+            "diff --git x",
+            "src/plain.rs",
+        ];
+        for (i, p) in paths.iter().enumerate() {
+            let path = d.join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, format!("line {i}\n")).unwrap();
+            git_ok(d, &["add", "-A"]);
+            git_ok(d, &["commit", "-q", "-m", &format!("add {i}")]);
+        }
+        let mut summaries = Vec::new();
+        for_each_commit(d, Log::Summaries, |c| {
+            summaries.push(c);
+            true
+        })
+        .unwrap();
+        let shas: Vec<String> = summaries.iter().map(|c| c.sha.clone()).collect();
+        let mut patches = Vec::new();
+        for_each_commit(d, Log::Patches(&shas), |c| {
+            patches.push(c);
+            true
+        })
+        .unwrap();
+        assert_eq!(summaries.len(), paths.len());
+        // The second pass gives the commits in the order asked, with the same paths.
+        assert_eq!(
+            patches.iter().map(|c| &c.sha).collect::<Vec<_>>(),
+            shas.iter().collect::<Vec<_>>()
+        );
+        for (s, p) in summaries.iter().zip(&patches) {
+            assert_eq!(s.files, p.files, "commit {}", s.message);
+            assert!(s.diff.is_empty() && !p.diff.is_empty());
+        }
+        let named: Vec<&str> =
+            summaries.iter().flat_map(|c| c.files.iter().map(String::as_str)).collect();
+        for kept in ["caf\u{e9}.md", "a b/c.rs", "trailing .rs", "src/plain.rs", "diff --git x"] {
+            assert!(named.contains(&kept), "{kept:?} in {named:?}");
+        }
+        assert_eq!(named.len(), 5, "the quoted paths are left out by both: {named:?}");
+        // A caller that stops early ends the log without an error.
+        let mut seen = 0;
+        for_each_commit(d, Log::Patches(&shas), |_| {
+            seen += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(seen, 1);
+    }
 }

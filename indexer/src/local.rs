@@ -737,8 +737,7 @@ fn split_diff(diff: &str) -> Vec<(&str, &str)> {
         .filter_map(|(i, &s)| {
             let end = starts.get(i + 1).copied().unwrap_or(diff.len());
             let part = &diff[s..end];
-            let header = part.lines().next()?.strip_prefix("diff --git ")?;
-            let path = &header[header.rfind(" b/")? + 3..];
+            let path = git::patch_path(part.lines().next()?)?;
             Some((path, part.trim_end()))
         })
         .collect()
