@@ -335,14 +335,14 @@ pub(crate) async fn crawl_one(
     report: &mut BuildReport,
     crawl: &ProgressBar,
 ) -> anyhow::Result<Crawled> {
-    let (mut rows, mut files, cursor, history, commits, web) = match source {
+    let (mut rows, mut files, cursor, mut commits, web) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
             let content = read_repo(dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
-            (content.rows, content.files, None, content.history, content.commits, web)
+            (content.rows, content.files, None, content.commits, web)
         }
         Source::GitHub => {
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
@@ -396,7 +396,7 @@ pub(crate) async fn crawl_one(
             rows.retain(|r| seen.insert(r.id.clone()));
             // Commit rows take in the text of the threads that merged or closed them.
             content.commits.link(ThreadLinks::of(&rows));
-            (rows, content.files, Some(api.cursor), content.history, content.commits, web)
+            (rows, content.files, Some(api.cursor), content.commits, web)
         }
     };
     let rules = plan.rules_of(repo);
@@ -405,8 +405,8 @@ pub(crate) async fn crawl_one(
     crawl.set_message(format!("cross-references of {repo}"));
     let releases = ReleaseTags::of(rules.release_tags.as_ref(), &rows);
     let commit_rows = commits.has_commit_rows();
-    let edges = repo_edges(repo, web.as_deref(), &rows, &history, commit_rows, &releases);
-    drop(history);
+    let edges = repo_edges(repo, web.as_deref(), &rows, commits.history(), commit_rows, &releases);
+    commits.edges_made();
     Ok(Crawled { rows, commits, files, edges, cursor })
 }
 

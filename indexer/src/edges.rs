@@ -15,37 +15,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Utc};
 use hubdex_formats::{Edge, EdgeKind, Row, RowType, entity_web_path, row_id};
 use regex::Regex;
 
+use crate::history::{CommitNo, History, Tag};
 use crate::refs::find_refs;
-
-/// What the git history says that edges need: every commit's parents and whole message, and
-/// the tags.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct History {
-    pub(crate) commits: Vec<HistoryCommit>,
-    pub(crate) tags: Vec<Tag>,
-}
-
-/// One commit of [`History`].
-#[derive(Debug, Clone)]
-pub(crate) struct HistoryCommit {
-    pub(crate) sha: String,
-    pub(crate) parents: Vec<String>,
-    pub(crate) message: String,
-    pub(crate) committed_at: Option<DateTime<Utc>>,
-}
-
-/// One tag: its name, the commit it points to (peeled) and its date (the tagger's for an
-/// annotated tag, the commit's for a lightweight one: git's `creatordate`).
-#[derive(Debug, Clone)]
-pub(crate) struct Tag {
-    pub(crate) name: String,
-    pub(crate) commit: String,
-    pub(crate) date: Option<DateTime<Utc>>,
-}
 
 /// Tags that version the repository itself: `1.2`, `1.2.3`, `v1.2.3`, `v1.2.3-rc.1`; not a
 /// sub-package's `name-1.2.3`.
@@ -65,9 +39,6 @@ static CLOSING: LazyLock<Regex> = LazyLock::new(|| {
 static REVERTS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\bthis reverts commit ([0-9a-f]{7,40})\b").expect("a valid regex")
 });
-
-/// A commit's SHA and commit time.
-type Dated<'a> = (Option<DateTime<Utc>>, &'a str);
 
 /// Which tags are releases, by the rule a repository's config or its crawl gives.
 #[derive(Debug, Clone, Default)]
@@ -112,31 +83,9 @@ fn url_of(web: Option<&str>, this_repo: &str, repo: &str, entity: &str) -> Optio
     Some(format!("{base}/{repo}/{}", entity_web_path(entity)?))
 }
 
-/// The commits of the history by SHA, for resolving full and abbreviated SHAs.
-struct Shas {
-    sorted: Vec<String>,
-}
-
-impl Shas {
-    fn new(history: &History) -> Shas {
-        let mut sorted: Vec<String> = history.commits.iter().map(|c| c.sha.clone()).collect();
-        sorted.sort();
-        Shas { sorted }
-    }
-
-    /// The one commit whose SHA starts with `prefix` (7 to 40 hex digits).
-    fn resolve(&self, prefix: &str) -> Option<&str> {
-        let prefix = prefix.to_ascii_lowercase();
-        let i = self.sorted.partition_point(|s| s.as_str() < prefix.as_str());
-        let first = self.sorted.get(i).filter(|s| s.starts_with(&prefix))?;
-        let unique = self.sorted.get(i + 1).is_none_or(|s| !s.starts_with(&prefix));
-        unique.then_some(first.as_str())
-    }
-}
-
 /// The entity a reference names: (repository, entity). `#N` and issue or pull URLs give
 /// `issue/N`; a SHA gives `commit/<full sha>` when it is one of this repository's commits.
-fn resolve_ref(r: &str, repo: &str, shas: &Shas) -> Option<(String, String)> {
+fn resolve_ref(r: &str, repo: &str, history: &History) -> Option<(String, String)> {
     if let Some(n) = r.strip_prefix('#') {
         return Some((repo.to_string(), format!("issue/{n}")));
     }
@@ -150,7 +99,7 @@ fn resolve_ref(r: &str, repo: &str, shas: &Shas) -> Option<(String, String)> {
                 format!("issue/{id}")
             }
             "commit" | "commits" if id.len() >= 7 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
-                let full = if other == repo { shas.resolve(id)? } else { id };
+                let full = if other == repo { history.resolve_prefix(id)? } else { id };
                 format!("commit/{}", full.to_ascii_lowercase())
             }
             "releases" if id == "tag" => format!("release/{}", parts.get(5)?),
@@ -161,17 +110,17 @@ fn resolve_ref(r: &str, repo: &str, shas: &Shas) -> Option<(String, String)> {
     if let Some((other, n)) = r.split_once('#') {
         return Some((other.to_string(), format!("issue/{n}")));
     }
-    shas.resolve(r).map(|full| (repo.to_string(), format!("commit/{full}")))
+    history.resolve_prefix(r).map(|full| (repo.to_string(), format!("commit/{full}")))
 }
 
 /// The issues of `repo` that `text` closes with GitHub's closing keywords (`Fixes #5`,
 /// `closes owner/repo#5`, `resolves https://github.com/owner/repo/issues/5`): their numbers, in
 /// order, once each.
 pub(crate) fn closed_issues(text: &str, repo: &str) -> Vec<i64> {
-    let no_shas = Shas { sorted: Vec::new() };
+    let no_commits = History::default();
     let mut out = Vec::new();
     for m in CLOSING.captures_iter(text) {
-        let Some((target_repo, entity)) = resolve_ref(&m[1], repo, &no_shas) else { continue };
+        let Some((target_repo, entity)) = resolve_ref(&m[1], repo, &no_commits) else { continue };
         let n = entity.strip_prefix("issue/").and_then(|n| n.parse::<i64>().ok());
         if let Some(n) = n.filter(|n| target_repo.eq_ignore_ascii_case(repo) && !out.contains(n)) {
             out.push(n);
@@ -260,44 +209,44 @@ pub(crate) fn repo_edges(
     commit_rows: bool,
     releases: &ReleaseTags,
 ) -> Vec<Edge> {
-    let shas = Shas::new(history);
     let commit_row =
         |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
     let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
 
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins.
-    let mut by_subject: HashMap<&str, Vec<Dated<'_>>> = HashMap::new();
-    for c in &history.commits {
-        let subject = c.message.lines().next().unwrap_or("").trim();
-        by_subject.entry(subject).or_default().push((c.committed_at, &c.sha));
+    let subject_of = |c: CommitNo| history.message(c).lines().next().unwrap_or("").trim();
+    let mut by_subject: HashMap<&str, Vec<CommitNo>> = HashMap::new();
+    for c in history.commits() {
+        by_subject.entry(subject_of(c)).or_default().push(c);
     }
 
-    for c in &history.commits {
-        let source = format!("commit/{}", c.sha);
-        let evidence_id = commit_row(&c.sha);
+    for c in history.commits() {
+        let (sha, committed_at) = (history.sha(c), history.committed_at(c));
+        let source = format!("commit/{sha}");
+        let evidence_id = commit_row(sha);
         let evidence_id = evidence_id.as_deref();
-        let msg = &c.message;
-        let subject = msg.lines().next().unwrap_or("").trim();
+        let msg = history.message(c);
+        let subject = subject_of(c);
         for m in CLOSING.captures_iter(msg) {
             let whole = m.get(0).expect("group 0");
-            if let Some(t) = resolve_ref(&m[1], repo, &shas).filter(|t| t.1.starts_with("issue/")) {
+            if let Some(t) = resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
+            {
                 set.add(EdgeKind::Closes, &source, t, evidence_id, phrase_at(msg, whole.start()));
             }
         }
         let reverted = REVERTS.captures(msg).and_then(|m| {
-            let full = shas.resolve(&m[1])?;
+            let full = history.resolve_prefix(&m[1])?;
             Some((full.to_string(), phrase_at(msg, m.get(0)?.start())))
         });
         let reverted = reverted.or_else(|| {
             let inner = subject.strip_prefix("Revert \"")?.strip_suffix('"')?;
             let candidates = by_subject.get(inner)?;
-            let (_, sha) = candidates
+            let earlier = candidates
                 .iter()
-                .filter(|(t, sha)| {
-                    *sha != c.sha && (c.committed_at.is_none() || *t <= c.committed_at)
-                })
-                .max_by_key(|(t, _)| *t)?;
-            Some((sha.to_string(), subject.to_string()))
+                .map(|&o| (history.committed_at(o), o))
+                .filter(|&(t, o)| o != c && (committed_at.is_none() || t <= committed_at))
+                .max_by_key(|&(t, _)| t)?;
+            Some((history.sha(earlier.1).to_string(), subject.to_string()))
         });
         if let Some((sha, phrase)) = reverted {
             set.add(
@@ -317,7 +266,7 @@ pub(crate) fn repo_edges(
                 subject.to_string(),
             );
         }
-        mentions(&mut set, &source, evidence_id, msg, repo, &shas);
+        mentions(&mut set, &source, evidence_id, msg, repo, history);
     }
 
     // Threads, releases and docs: closing keywords in a pull request's description, the merge
@@ -333,7 +282,7 @@ pub(crate) fn repo_edges(
             for m in CLOSING.captures_iter(&r.body) {
                 let whole = m.get(0).expect("group 0");
                 if let Some(t) =
-                    resolve_ref(&m[1], repo, &shas).filter(|t| t.1.starts_with("issue/"))
+                    resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
                 {
                     set.add(
                         EdgeKind::Closes,
@@ -354,7 +303,7 @@ pub(crate) fn repo_edges(
                 );
             }
         }
-        mentions(&mut set, &r.entity, Some(&r.id), &r.body, repo, &shas);
+        mentions(&mut set, &r.entity, Some(&r.id), &r.body, repo, history);
     }
 
     shipped_in(&mut set, history, releases, &commit_row);
@@ -387,10 +336,10 @@ fn mentions(
     evidence_id: Option<&str>,
     text: &str,
     repo: &str,
-    shas: &Shas,
+    history: &History,
 ) {
     for r in find_refs(text) {
-        let Some(t) = resolve_ref(&r, repo, shas) else { continue };
+        let Some(t) = resolve_ref(&r, repo, history) else { continue };
         let stronger = [EdgeKind::Closes, EdgeKind::Reverts, EdgeKind::PullRequestOf]
             .iter()
             .any(|k| set.has(*k, source, &t));
@@ -410,42 +359,38 @@ fn shipped_in(
     commit_row: &dyn Fn(&str) -> Option<String>,
 ) {
     let repo = set.repo.to_string();
-    let index: HashMap<&str, usize> =
-        history.commits.iter().enumerate().map(|(i, c)| (c.sha.as_str(), i)).collect();
-    let mut tags: Vec<&Tag> = history
+    let mut tags: Vec<(&Tag, CommitNo)> = history
         .tags
         .iter()
-        .filter(|t| releases.is_release(&t.name) && index.contains_key(t.commit.as_str()))
+        .filter(|t| releases.is_release(&t.name))
+        .filter_map(|t| Some((t, history.find(&t.commit)?)))
         .collect();
-    tags.sort_by(|a, b| (a.date, &a.name).cmp(&(b.date, &b.name)));
+    tags.sort_by(|(a, _), (b, _)| (a.date, &a.name).cmp(&(b.date, &b.name)));
     // Walking tags oldest first and stopping at commits already given a release is exact:
     // a commit's ancestors are all in every tag that contains it.
-    let mut release_of: Vec<Option<usize>> = vec![None; history.commits.len()];
-    for (ti, tag) in tags.iter().enumerate() {
-        let mut stack = vec![index[tag.commit.as_str()]];
-        while let Some(i) = stack.pop() {
-            if release_of[i].is_some() {
+    let mut release_of: Vec<Option<usize>> = vec![None; history.len()];
+    for (ti, &(_, tagged)) in tags.iter().enumerate() {
+        let mut stack = vec![tagged];
+        while let Some(c) = stack.pop() {
+            if release_of[c as usize].is_some() {
                 continue;
             }
-            release_of[i] = Some(ti);
-            for p in &history.commits[i].parents {
-                if let Some(&pi) = index.get(p.as_str()) {
-                    stack.push(pi);
-                }
-            }
+            release_of[c as usize] = Some(ti);
+            stack.extend(history.parents(c).flatten());
         }
     }
-    let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].name));
+    let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].0.name));
     let short = |sha: &str| sha[..sha.len().min(12)].to_string();
-    for (i, c) in history.commits.iter().enumerate() {
-        if let Some(ti) = release_of[i] {
-            let date = tags[ti].date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
-            let evidence = format!("tag {}{date} contains {}", tags[ti].name, short(&c.sha));
+    for c in history.commits() {
+        if let Some(ti) = release_of[c as usize] {
+            let (tag, sha) = (tags[ti].0, history.sha(c));
+            let date = tag.date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
+            let evidence = format!("tag {}{date} contains {}", tag.name, short(sha));
             set.add(
                 EdgeKind::ShippedIn,
-                &format!("commit/{}", c.sha),
+                &format!("commit/{sha}"),
                 release(ti),
-                commit_row(&c.sha).as_deref(),
+                commit_row(sha).as_deref(),
                 evidence,
             );
         }
@@ -453,7 +398,7 @@ fn shipped_in(
     // Issues and pull requests: the earliest release of what closes or merges them.
     let commit_release = |entity: &str| {
         let sha = entity.strip_prefix("commit/")?;
-        release_of[*index.get(sha)?]
+        release_of[history.find(sha)? as usize]
     };
     let mut best: HashMap<String, Shipped> = HashMap::new();
     for e in set.edges.iter().filter(|e| e.target_repo == repo) {
@@ -475,7 +420,7 @@ fn shipped_in(
     let mut inherited: Vec<(String, Shipped)> = best.into_iter().collect();
     inherited.sort();
     for (entity, (ti, via, id)) in inherited {
-        let evidence = format!("{} {via}", tags[ti].name);
+        let evidence = format!("{} {via}", tags[ti].0.name);
         set.add(EdgeKind::ShippedIn, &entity, release(ti), id.as_deref(), evidence);
     }
 }
@@ -483,9 +428,11 @@ fn shipped_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::Commit;
+    use chrono::{DateTime, Utc};
 
-    fn commit(sha: &str, parents: &[&str], message: &str, day: u32) -> HistoryCommit {
-        HistoryCommit {
+    fn commit(sha: &str, parents: &[&str], message: &str, day: u32) -> Commit {
+        Commit {
             sha: sha.repeat(40 / sha.len()),
             parents: parents.iter().map(|p| p.repeat(40 / p.len())).collect(),
             message: message.into(),
@@ -494,6 +441,7 @@ mod tests {
                     .unwrap()
                     .with_timezone(&Utc),
             ),
+            ..Commit::default()
         }
     }
 
@@ -507,8 +455,8 @@ mod tests {
 
     #[test]
     fn history_gives_every_kind_with_its_evidence() {
-        let history = History {
-            commits: vec![
+        let history = History::of(
+            &[
                 commit("a1", &[], "Add the parser", 1),
                 commit("b2", &["a1"], "Fix the lexer (#5)\n\nFixes #3, see #4", 2),
                 commit(
@@ -526,12 +474,12 @@ mod tests {
                 ),
                 commit("f6", &["a1"], "On a branch no tag has", 6),
             ],
-            tags: vec![
+            vec![
                 Tag { name: "v0.1.0".into(), commit: "b2".repeat(20), date: None },
                 Tag { name: "v0.2.0".into(), commit: "e5".repeat(20), date: None },
                 Tag { name: "widget-0.1.0".into(), commit: "f6".repeat(20), date: None },
             ],
-        };
+        );
         let edges = repo_edges(
             "o/r",
             Some("https://github.com/o/r"),
@@ -574,8 +522,7 @@ mod tests {
 
     #[test]
     fn refs_resolve_to_entities() {
-        let history = History { commits: vec![commit("ab12", &[], "x", 1)], tags: vec![] };
-        let shas = Shas::new(&history);
+        let shas = History::of(&[commit("ab12", &[], "x", 1)], vec![]);
         let full = "ab12".repeat(10);
         assert_eq!(resolve_ref("#7", "o/r", &shas), Some(("o/r".into(), "issue/7".into())));
         assert_eq!(resolve_ref("x/y#7", "o/r", &shas), Some(("x/y".into(), "issue/7".into())));

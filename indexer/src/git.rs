@@ -265,18 +265,18 @@ const FUNCNAME_ATTRIBUTES: &str = "\
 ";
 
 /// What a `git log` pass reads.
-pub(crate) enum Log<'a> {
+pub(crate) enum Log {
     /// Every commit reachable from any branch or tag, newest first, with the paths it changed
     /// but no diff: the compact pass a build reads the history with first.
     Summaries,
-    /// These commits, in this order, each with its diff.
-    Patches(&'a [String]),
+    /// These commits (one SHA a line), in this order, each with its diff.
+    Patches(String),
 }
 
 /// Streams the commits `log` names to `each`; `each` returns false to stop early.
 pub(crate) fn for_each_commit(
     dir: &Path,
-    log: Log<'_>,
+    log: Log,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
@@ -284,7 +284,7 @@ pub(crate) fn for_each_commit(
     let mut args = vec!["log", "--no-color", "--no-ext-diff", "--no-renames", format];
     match &log {
         Log::Summaries => args.extend(["--all", "--date-order", "--name-only"]),
-        Log::Patches([]) => return Ok(()),
+        Log::Patches(shas) if shas.is_empty() => return Ok(()),
         Log::Patches(_) => args.extend(["--no-walk=unsorted", "--stdin", "-p"]),
     }
     // git's built-in hunk-header rules per language, so a hunk names the function it is in
@@ -307,13 +307,10 @@ pub(crate) fn for_each_commit(
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     // The commits to show go in on stdin from a thread of their own, so git never waits on a
     // full pipe while this one reads.
-    let feeder = match (&log, child.stdin.take()) {
-        (Log::Patches(shas), Some(mut stdin)) => {
-            let request: String = shas.iter().map(|s| format!("{s}\n")).collect();
-            Some(std::thread::spawn(move || {
-                let _ = stdin.write_all(request.as_bytes());
-            }))
-        }
+    let feeder = match (log, child.stdin.take()) {
+        (Log::Patches(shas), Some(mut stdin)) => Some(std::thread::spawn(move || {
+            let _ = stdin.write_all(shas.as_bytes());
+        })),
         _ => None,
     };
     let mut stdout =
@@ -373,7 +370,7 @@ pub(crate) fn for_each_commit(
 
 /// Every tag: its name, the commit it points to (an annotated tag peeled) and git's
 /// `creatordate` (the tagger's date, or the commit's for a lightweight tag).
-pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::edges::Tag>, GitError> {
+pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::history::Tag>, GitError> {
     let format =
         "--format=%(refname:strip=2)%1f%(objectname)%1f%(*objectname)%1f%(creatordate:iso-strict)";
     let out = run(dir, &["for-each-ref", "refs/tags", format])?;
@@ -384,7 +381,7 @@ pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::edges::Tag>, GitError> {
             let f: Vec<&str> = line.split(FIELD).collect();
             let (name, object, peeled, date) = (f.first()?, f.get(1)?, f.get(2)?, f.get(3)?);
             let commit = if peeled.is_empty() { object } else { peeled };
-            Some(crate::edges::Tag {
+            Some(crate::history::Tag {
                 name: name.to_string(),
                 commit: commit.to_string(),
                 date: parse_time(date),
@@ -506,8 +503,9 @@ mod tests {
         })
         .unwrap();
         let shas: Vec<String> = summaries.iter().map(|c| c.sha.clone()).collect();
+        let request: String = shas.iter().map(|s| format!("{s}\n")).collect();
         let mut patches = Vec::new();
-        for_each_commit(d, Log::Patches(&shas), |c| {
+        for_each_commit(d, Log::Patches(request.clone()), |c| {
             patches.push(c);
             true
         })
@@ -530,7 +528,7 @@ mod tests {
         assert_eq!(named.len(), 5, "the quoted paths are left out by both: {named:?}");
         // A caller that stops early ends the log without an error.
         let mut seen = 0;
-        for_each_commit(d, Log::Patches(&shas), |_| {
+        for_each_commit(d, Log::Patches(request), |_| {
             seen += 1;
             false
         })

@@ -11,6 +11,7 @@ mod edges;
 mod embed_bench;
 mod git;
 pub mod github;
+mod history;
 mod lifecycle;
 mod local;
 mod markdown;

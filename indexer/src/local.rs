@@ -2,7 +2,7 @@
 //! row per file it changed, `doc` rows for the markdown files at HEAD (chunked by heading) and
 //! `code` rows for the other text files at HEAD (chunked by syntax, see [`crate::code`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -10,8 +10,8 @@ use hubdex_formats::{FileText, Row, RowType};
 
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
-use crate::edges::{History, HistoryCommit};
 use crate::git::{self, Commit, GitError};
+use crate::history::History;
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
 
@@ -22,13 +22,12 @@ pub const DIFF_MAX_LINES: usize = 200;
 const DOC_MAX_BYTES: usize = 1 << 20;
 
 /// What a repository yields before its history's rows: the rows of its files at HEAD (docs
-/// and code), their full texts, what its history says about cross-references (see
-/// [`crate::edges`]), and the history's own rows as a stream read once ([`CommitRows`]).
+/// and code), their full texts, and its history ([`CommitRows`]: what cross-references need,
+/// and the history's own rows as a stream read once).
 #[derive(Debug, Default)]
 pub(crate) struct RepoContent {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
-    pub(crate) history: History,
     pub(crate) commits: CommitRows,
 }
 
@@ -43,10 +42,10 @@ pub(crate) enum DocSource {
 /// has one (links in rows).
 ///
 /// The history is read twice. This first, compact pass (`git log --name-only`, no diffs) gives
-/// every commit's parents, message, time and paths: the [`History`] edges need, the graph a
-/// merge row lists its branch from, each path's last change (a doc's `updated_at`) and the
-/// order the history's rows are cut in. The rows themselves, a commit row and a diff row per
-/// file, come from the second pass ([`CommitRows::for_each_row`]), one commit at a time.
+/// every commit's parents, message, time and paths: the [`History`] edges need and a merge row
+/// lists its branch from, the order the history's rows are cut in, and each path's last change
+/// (a doc's `updated_at`). The rows themselves, a commit row and a diff row per file, come from
+/// the second pass ([`CommitRows::for_each_row`]), one commit at a time.
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
@@ -56,54 +55,34 @@ pub(crate) fn read_repo(
 ) -> Result<RepoContent, GitError> {
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    // Every commit's parents, subject and files, to say what a merge brought in.
-    let mut graph = CommitGraph::new();
     let mut merges = false;
-    let mut order: Vec<(Option<i64>, String)> = Vec::new();
     let mut history = History::default();
-    let wants_commits = rules.wants(RowType::Commit);
     git::for_each_commit(dir, git::Log::Summaries, |c| {
         note_changes(&mut last_change, &c);
-        if wants_commits {
-            merges |= c.parents.len() > 1;
-            let subject = clean_message(&c.message).title;
-            graph.insert(c.sha.clone(), (c.parents.clone(), subject, c.files));
-        }
-        order.push((c.authored_at.map(|t| t.timestamp()), c.sha.clone()));
-        history.commits.push(HistoryCommit {
-            sha: c.sha,
-            parents: c.parents,
-            message: c.message,
-            committed_at: c.committed_at,
-        });
-        if history.commits.len().is_multiple_of(1000) {
-            progress(&format!("{} commits", history.commits.len()));
+        merges |= c.parents.len() > 1;
+        history.push(&c);
+        if history.len().is_multiple_of(1000) {
+            progress(&format!("{} commits", history.len()));
         }
         true
     })?;
-    let commits = history.commits.len();
-    // The history's rows are cut into build segments by author time, then commit
-    // ([`crate::budget`]): the second pass reads the commits in that order.
-    order.sort_unstable();
-    let order: Vec<String> = if wants_commits || rules.wants(RowType::Diff) {
-        order.into_iter().map(|(_, sha)| sha).collect()
+    history.finish();
+    history.tags = git::tags(dir)?;
+    let commits = history.len();
+    let mainline = if merges && rules.wants(RowType::Commit) {
+        history.first_parent_chain(git::head(dir)?.as_deref())
     } else {
         Vec::new()
     };
-    let mainline =
-        if merges { first_parents(&graph, git::head(dir)?.as_deref()) } else { HashSet::new() };
-    history.tags = git::tags(dir)?;
     let mut content = RepoContent {
         rows: Vec::new(),
         files: Vec::new(),
-        history,
         commits: CommitRows {
             dir: dir.to_path_buf(),
             repo: repo.to_string(),
             web: web.map(str::to_string),
             rules: rules.clone(),
-            order,
-            graph,
+            history,
             mainline,
             links: ThreadLinks::default(),
         },
@@ -129,28 +108,38 @@ fn note_changes(last_change: &mut HashMap<String, DateTime<Utc>>, c: &Commit) {
     }
 }
 
-/// The rows of a repository's history: a commit row per commit and a diff row per file it
-/// changed, after the repository's rules. They are read from git in a second pass
-/// ([`CommitRows::for_each_row`]) in the order a build cuts them into build segments (by author
-/// time, then commit; one commit's rows by id), so a build holds one commit's rows at a time,
-/// not the history's.
+/// A repository's history ([`History`]) and its rows: a commit row per commit and a diff row
+/// per file it changed, after the repository's rules. The rows are read from git in a second
+/// pass ([`CommitRows::for_each_row`]) in the order a build cuts them into build segments (by
+/// author time, then commit; one commit's rows by id), so a build holds one commit's rows at a
+/// time, not the history's.
 #[derive(Debug, Default)]
 pub(crate) struct CommitRows {
     dir: std::path::PathBuf,
     repo: String,
     web: Option<String>,
     rules: RepoRules,
-    /// The commits, in the order their rows are streamed.
-    order: Vec<String>,
-    graph: CommitGraph,
-    mainline: HashSet<String>,
+    history: History,
+    /// Whether each commit is on HEAD's first-parent chain (empty without merge rows to make).
+    mainline: Vec<bool>,
     links: ThreadLinks,
 }
 
 impl CommitRows {
+    /// What the history says: edges are made from it before its rows are read.
+    pub(crate) fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Drops what only edges needed (messages but their titles), once they are made.
+    pub(crate) fn edges_made(&mut self) {
+        self.history.keep_titles();
+        self.history.tags = Vec::new();
+    }
+
     /// Whether the history has commit rows (edges name them as evidence).
     pub(crate) fn has_commit_rows(&self) -> bool {
-        !self.order.is_empty() && self.rules.wants(RowType::Commit)
+        self.history.len() > 0 && self.rules.wants(RowType::Commit)
     }
 
     /// Gives each commit row what the crawl's threads say of it ([`ThreadLinks`]).
@@ -167,13 +156,17 @@ impl CommitRows {
     ) -> Result<(), GitError> {
         let (wants_commits, wants_diffs) =
             (self.rules.wants(RowType::Commit), self.rules.wants(RowType::Diff));
+        if !wants_commits && !wants_diffs {
+            return Ok(());
+        }
         let web = self.web.as_deref();
-        let mut read = 0usize;
-        git::for_each_commit(&self.dir, git::Log::Patches(&self.order), |c| {
+        let (mut read, all) = (0usize, self.history.len());
+        let order = self.history.cut_order();
+        git::for_each_commit(&self.dir, git::Log::Patches(order), |c| {
             let mut rows = Vec::new();
             if wants_commits {
                 let merged = if c.parents.len() > 1 {
-                    merged_by(&self.graph, &self.mainline, &c)
+                    merged_by(&self.history, &self.mainline, &c)
                 } else {
                     Merged::default()
                 };
@@ -187,8 +180,8 @@ impl CommitRows {
             rows.retain(|r| self.rules.keeps(r));
             rows.sort_by(|a, b| a.id.cmp(&b.id));
             read += 1;
-            if read.is_multiple_of(200) || read == self.order.len() {
-                progress(read, self.order.len());
+            if read.is_multiple_of(200) || read == all {
+                progress(read, all);
             }
             rows.into_iter().all(&mut each)
         })
@@ -497,39 +490,26 @@ fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str
     Some(&rest[..end]).filter(|w| !w.is_empty())
 }
 
-/// Every commit's parents, (cleaned) subject and files, by sha: what [`merged_by`] walks.
-type CommitGraph = HashMap<String, (Vec<String>, String, Vec<String>)>;
-
-/// The first-parent chain from `from` (the mainline when `from` is HEAD).
-fn first_parents(graph: &CommitGraph, from: Option<&str>) -> HashSet<String> {
-    let mut out = HashSet::new();
-    let mut at = from.map(str::to_string);
-    while let Some(sha) = at {
-        if !out.insert(sha.clone()) {
-            break;
-        }
-        at = graph.get(&sha).and_then(|(parents, _, _)| parents.first().cloned());
-    }
-    out
-}
-
 /// What merge `c` brought in: its second parent's first-parent chain until it meets the
 /// mainline or the first parent (at most [`MERGED_MAX`] commits), oldest last.
-fn merged_by(graph: &CommitGraph, mainline: &HashSet<String>, c: &Commit) -> Merged {
+fn merged_by(history: &History, mainline: &[bool], c: &Commit) -> Merged {
     let mut merged = Merged::default();
-    let mut at = c.parents.get(1).cloned();
-    while let Some(sha) = at {
-        if merged.subjects.len() == MERGED_MAX || mainline.contains(&sha) || c.parents[0] == sha {
+    let Some(merge) = history.find(&c.sha) else { return merged };
+    let mut parents = history.parents(merge);
+    let first = parents.next().flatten();
+    let mut at = parents.next().flatten();
+    while let Some(p) = at {
+        let on_mainline = mainline.get(p as usize).copied().unwrap_or(false);
+        if merged.subjects.len() == MERGED_MAX || on_mainline || Some(p) == first {
             break;
         }
-        let Some((parents, subject, files)) = graph.get(&sha) else { break };
-        merged.subjects.push(subject.clone());
-        for f in files {
-            if !merged.files.contains(f) {
-                merged.files.push(f.clone());
+        merged.subjects.push(history.title(p));
+        for f in history.files(p) {
+            if !merged.files.iter().any(|m| m == f) {
+                merged.files.push(f.to_string());
             }
         }
-        at = parents.first().cloned();
+        at = history.first_parent(p);
     }
     merged
 }
@@ -868,32 +848,39 @@ mod tests {
         assert_eq!(clean_message("Merge branch 'main' into x").title, "Merge branch 'main' into x");
 
         // main: m0 <- m1 (merge of f2, whose branch is f1 <- f2, forked at m0).
-        let mut graph = HashMap::new();
-        let node = |parents: &[&str], subject: &str, files: &[&str]| {
-            (
-                parents.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-                subject.to_string(),
-                files.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            )
+        let node = |sha: &str, parents: &[&str], message: &str, files: &[&str]| Commit {
+            sha: sha.into(),
+            parents: parents.iter().map(|s| s.to_string()).collect(),
+            message: message.into(),
+            files: files.iter().map(|s| s.to_string()).collect(),
+            ..Commit::default()
         };
-        graph.insert("m0".to_string(), node(&[], "start", &["a"]));
-        graph.insert("f1".to_string(), node(&["m0"], "Add the flag", &["src/cli.rs"]));
-        graph.insert(
-            "f2".to_string(),
-            node(&["f1"], "Test the flag", &["tests/t.rs", "src/cli.rs"]),
+        let mut history = crate::history::History::of(
+            &[
+                node("m1", &["m0", "f2"], "Merge pull request #9 from x/flag", &[]),
+                node(
+                    "f2",
+                    &["f1"],
+                    "Test the flag\n\nSigned-off-by: x",
+                    &["tests/t.rs", "src/cli.rs"],
+                ),
+                node("f1", &["m0"], "Add the flag", &["src/cli.rs"]),
+                node("m0", &[], "start", &["a"]),
+            ],
+            vec![],
         );
-        graph.insert(
-            "m1".to_string(),
-            node(&["m0", "f2"], "Merge pull request #9 from x/flag", &[]),
-        );
-        let mainline = first_parents(&graph, Some("m1"));
+        // Once edges are made only the titles are kept; a merge lists the same either way.
+        let mainline = history.first_parent_chain(Some("m1"));
+        let before = merged_by(&history, &mainline, &node("m1", &["m0", "f2"], "", &[]));
+        history.keep_titles();
         let c = Commit {
             sha: "m1".into(),
             parents: vec!["m0".into(), "f2".into()],
             ..Commit::default()
         };
-        let merged = merged_by(&graph, &mainline, &c);
+        let merged = merged_by(&history, &mainline, &c);
         assert_eq!(merged.subjects, ["Test the flag", "Add the flag"]);
+        assert_eq!((&before.subjects, &before.files), (&merged.subjects, &merged.files));
         assert_eq!(merged.files, ["tests/t.rs", "src/cli.rs"]);
         let row = commit_row("o/r", None, &c, &merged);
         assert_eq!(row.files_changed, ["tests/t.rs", "src/cli.rs"]);
