@@ -9,7 +9,9 @@ cached under WORK. Each build runs in a process of its own (`hubdex-bench build`
 RSS it reports (VmHWM) is that build's, and also its peak before the serving merge and publish (what
 the budget governs). These builds embed with a cheap deterministic hash
 embedder, labelled so: the model would take hours at these sizes, and what is measured is
-everything but embedding. Per size:
+everything but embedding. `hubdex-bench build` runs with the malloc settings `hubdex-index`
+runs with (it restarts itself with glibc's trim threshold fixed, as hubdex-index does); to
+measure an older hubdex-bench alike, run this with MALLOC_TRIM_THRESHOLD_=131072. Per size:
 
   - one segment: the build with a budget so large the repository stays one build segment
     (what every build was before the memory budget);
