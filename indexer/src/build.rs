@@ -142,8 +142,11 @@ impl BuildReport {
     }
 }
 
-/// The previous snapshot's rows of `repo`, with their vectors, when the model is the same one.
-pub(crate) async fn previous_rows(
+/// The rows a GitHub crawl of `repo` carries over from the previous snapshot (its threads and
+/// releases: [`crate::github::carried_rows`]), with their vectors, when the model is the same
+/// one. Read a build segment at a time, keeping only those rows: what is held is bounded by the
+/// API's items, not by the history (commit, diff, doc and code rows are not kept).
+pub(crate) async fn previous_threads(
     store: &Store,
     cache: &std::path::Path,
     prev: Option<&Manifest>,
@@ -160,7 +163,8 @@ pub(crate) async fn previous_rows(
             .fetch_segment(seg, cache)
             .await
             .with_context(|| format!("reading previous segment {}", seg.id))?;
-        out.extend(read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?);
+        let rows = read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?;
+        out.extend(rows.into_iter().filter(|r| crate::github::carried_kind(r.kind())));
     }
     Ok(out)
 }
@@ -325,13 +329,14 @@ pub(crate) struct Crawled {
     pub(crate) cursor: Option<Cursor>,
 }
 
-/// Crawls one repository. `previous` are its rows in the current snapshot.
+/// Crawls one repository. `previous` are its threads and releases in the current snapshot
+/// ([`previous_threads`]; a GitHub crawl carries the unchanged ones over).
 pub(crate) async fn crawl_one(
     opts: &BuildOptions,
     plan: &Plan,
     repo: &str,
     source: &Source,
-    previous: &[Row],
+    previous: Vec<Row>,
     report: &mut BuildReport,
     crawl: &ProgressBar,
 ) -> anyhow::Result<Crawled> {
@@ -386,7 +391,7 @@ pub(crate) async fn crawl_one(
                 }
             }
             let mut rows = content.rows;
-            rows.extend(carried_rows(previous.to_vec(), &api));
+            rows.extend(carried_rows(previous, &api));
             rows.extend(api.threads.into_values().flatten());
             if let Some(releases) = api.releases {
                 rows.extend(releases);
@@ -415,9 +420,6 @@ pub(crate) struct SegmentInput {
     pub(crate) repo: String,
     /// The build segments' content, in order, as the crawl cuts them.
     pub(crate) parts: tokio::sync::mpsc::Receiver<budget::Part>,
-    /// The repository's rows in the current snapshot when the crawl already read them (a
-    /// GitHub crawl carries unchanged threads over); empty otherwise.
-    pub(crate) previous: Vec<Row>,
     /// The repository's build segments in the current snapshot (none when it was built with
     /// another model): a build segment whose input ([`hubdex_formats::input_sha256`]) one of
     /// them has is reused as it is; for the others, their vectors of unchanged texts are.
@@ -532,10 +534,10 @@ pub(crate) async fn embed_one(
     report: &mut BuildReport,
 ) -> anyhow::Result<Vec<ManifestSegment>> {
     let SegmentWriter { store, cache, embedder, budget, work, mp } = writer;
-    let SegmentInput { repo, mut parts, previous, prev_segments } = input;
+    let SegmentInput { repo, mut parts, prev_segments } = input;
     let repo = repo.as_str();
     let model = embedder.identity().clone();
-    let mut earlier = EarlierVectors::new(store, cache, previous, prev_segments);
+    let mut earlier = EarlierVectors::new(store, cache, prev_segments);
     let pb = bar(mp, 0, "embed");
     let mut entries = Vec::new();
     loop {
@@ -608,8 +610,6 @@ pub(crate) async fn embed_one(
 struct EarlierVectors<'a> {
     store: &'a Store,
     cache: &'a std::path::Path,
-    /// The repository's rows in the current snapshot, when the crawl read them already.
-    previous: Vec<Row>,
     segments: Vec<ManifestSegment>,
     /// Text hash (its first 16 bytes) → index in `segments`, once made.
     index: Option<HashMap<[u8; 16], u32>>,
@@ -626,13 +626,8 @@ fn hash_key(sha_hex: &str) -> [u8; 16] {
 }
 
 impl<'a> EarlierVectors<'a> {
-    fn new(
-        store: &'a Store,
-        cache: &'a std::path::Path,
-        previous: Vec<Row>,
-        segments: Vec<ManifestSegment>,
-    ) -> Self {
-        EarlierVectors { store, cache, previous, segments, index: None }
+    fn new(store: &'a Store, cache: &'a std::path::Path, segments: Vec<ManifestSegment>) -> Self {
+        EarlierVectors { store, cache, segments, index: None }
     }
 
     /// The current build segment built from `input`, if there is one.
@@ -654,10 +649,6 @@ impl<'a> EarlierVectors<'a> {
     async fn vectors_for(&mut self, rows: &[Row]) -> anyhow::Result<HashMap<String, Vec<i8>>> {
         let wanted = text_hashes(rows);
         let mut out = HashMap::new();
-        if !self.previous.is_empty() {
-            keep_reusable(&self.previous, &wanted, &mut out);
-            return Ok(out);
-        }
         if self.segments.is_empty() {
             return Ok(out);
         }
@@ -801,12 +792,12 @@ pub async fn build_with(
         let t = Instant::now();
         let crawl = spinner(Some(&mp));
         crawl.set_message(format!("crawling {repo}"));
-        // A GitHub crawl carries unchanged threads over from the current snapshot's rows; a
-        // local repository is read whole, and its build segments reuse what they can by input
-        // hash and text hash (embed_one), without reading the previous rows here.
+        // A GitHub crawl carries unchanged threads over from the current snapshot; a local
+        // repository is read whole. Either way its build segments reuse what they can by input
+        // hash and text hash (embed_one).
         let previous = match source {
             Source::GitHub => {
-                previous_rows(
+                previous_threads(
                     &plan.store,
                     &opts.cache,
                     plan.prev.as_ref(),
@@ -817,7 +808,7 @@ pub async fn build_with(
             }
             Source::Local(_) => Vec::new(),
         };
-        let mut c = crawl_one(opts, &plan, repo, source, &previous, &mut report, &crawl).await?;
+        let mut c = crawl_one(opts, &plan, repo, source, previous, &mut report, &crawl).await?;
         report.crawl_seconds += t.elapsed().as_secs_f64();
         if let Some(cursor) = c.cursor.take() {
             cursors.push((repo.clone(), cursor));
@@ -837,7 +828,6 @@ pub async fn build_with(
             SegmentInput {
                 repo: repo.clone(),
                 parts,
-                previous,
                 prev_segments: SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model),
             },
             &mut report,

@@ -16,7 +16,7 @@ use indicatif::MultiProgress;
 
 use crate::build::{
     BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, cut_parts,
-    embed_one, load_embedder, plan, previous_rows, publish_segments,
+    embed_one, load_embedder, plan, previous_threads, publish_segments,
 };
 use crate::github::Cursor;
 
@@ -72,12 +72,12 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         // repository is read whole and needs nothing from it here.
         let prev_rows = match (&plan.prev, source) {
             (Some(m), crate::build::Source::GitHub) => {
-                previous_rows(&plan.store, &opts.cache, Some(m), repo, &m.model.model_sha256)
+                previous_threads(&plan.store, &opts.cache, Some(m), repo, &m.model.model_sha256)
                     .await?
             }
             _ => Vec::new(),
         };
-        let mut c = crawl_one(opts, &plan, repo, source, &prev_rows, &mut report, &spinner).await?;
+        let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
         // The staged crawl is one file of rows: the history's are read into it here.
         let mut rows =
             c.commits.collect().with_context(|| format!("reading the history of {repo}"))?;
@@ -150,7 +150,6 @@ pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         let input = SegmentInput {
             repo: staged.repo.clone(),
             parts: cut_parts(rows, files, edges, share, model.dim),
-            previous: Vec::new(),
             prev_segments,
         };
         let entries = embed_one(writer, input, &mut report).await?;

@@ -253,19 +253,28 @@ async fn crawl_thread(
     Ok((rows, counts.into_iter().collect()))
 }
 
+/// Whether rows of this type come from the API (threads and releases): the only ones a crawl
+/// carries over from the previous snapshot ([`carried_rows`]).
+pub fn carried_kind(kind: RowType) -> bool {
+    matches!(
+        kind,
+        RowType::Issue
+            | RowType::PullRequest
+            | RowType::IssueComment
+            | RowType::PrReview
+            | RowType::PrReviewComment
+            | RowType::Release
+    )
+}
+
 /// Rows of the previous snapshot that a crawl keeps: API rows of threads not re-crawled, and
 /// release rows when releases did not change. Git-sourced rows are always re-read.
 pub fn carried_rows(previous: Vec<Row>, crawl: &ApiCrawl) -> Vec<Row> {
     previous
         .into_iter()
         .filter(|r| match r.kind() {
-            RowType::Issue
-            | RowType::PullRequest
-            | RowType::IssueComment
-            | RowType::PrReview
-            | RowType::PrReviewComment => !crawl.threads.contains_key(&r.entity),
             RowType::Release => crawl.releases.is_none(),
-            _ => false,
+            kind => carried_kind(kind) && !crawl.threads.contains_key(&r.entity),
         })
         .collect()
 }

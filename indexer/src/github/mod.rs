@@ -14,7 +14,7 @@ pub use client::{
     Clock, Fetched, GitHubClient, GitHubError, MAX_TRIES, RequestStats, SECONDARY_MIN_WAIT,
     SystemClock, next_link,
 };
-pub use crawl::{ApiCrawl, CrawlScope, carried_rows, crawl_api};
+pub use crawl::{ApiCrawl, CrawlScope, carried_kind, carried_rows, crawl_api};
 pub use items::MIN_COMMENT_CHARS;
 pub use state::{Cursor, Pending};
 
