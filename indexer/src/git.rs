@@ -4,7 +4,6 @@
 //! (GitHub runners included), reads every object format and pack git itself writes, and
 //! streams `git log -p` of any size; hubdex only parses its plain-text output.
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -409,12 +408,20 @@ pub(crate) fn tree_files(dir: &Path, commit: &str) -> Result<Vec<String>, GitErr
         .collect())
 }
 
-/// Reads many blobs (`<commit>:<path>`) through one `git cat-file --batch`.
-pub(crate) fn read_blobs(
+/// Reads the blobs `<commit>:<path>` of `paths` through one `git cat-file --batch`, one at a
+/// time, handing each to `each` in order. A blob larger than `max_bytes` is passed over unread
+/// (never held), and a path that names no blob is left out: a build holds one file at a time
+/// here, not the tree.
+pub(crate) fn for_each_blob(
     dir: &Path,
     commit: &str,
     paths: &[String],
-) -> Result<HashMap<String, Vec<u8>>, GitError> {
+    max_bytes: u64,
+    mut each: impl FnMut(&str, Vec<u8>),
+) -> Result<(), GitError> {
+    if paths.is_empty() {
+        return Ok(());
+    }
     let spawn_err = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
     let mut child = git(dir)
         .args(["cat-file", "--batch"])
@@ -429,22 +436,27 @@ pub(crate) fn read_blobs(
         let _ = stdin.write_all(request.as_bytes());
     });
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
-    let mut out = HashMap::new();
+    let mut header = String::new();
     for p in paths {
-        let mut header = String::new();
+        header.clear();
         stdout.read_line(&mut header).map_err(spawn_err)?;
+        // `<sha> blob <size>`, then the content and a newline; `<path> missing` otherwise.
         let parts: Vec<&str> = header.split_whitespace().collect();
-        if parts.len() == 3 {
-            let size: usize = parts[2].parse().unwrap_or(0);
-            let mut blob = vec![0u8; size + 1];
-            stdout.read_exact(&mut blob).map_err(spawn_err)?;
-            blob.pop();
-            out.insert(p.clone(), blob);
+        let [_, _, size] = parts[..] else { continue };
+        let size: u64 = size.parse().unwrap_or(0);
+        if size > max_bytes {
+            std::io::copy(&mut (&mut stdout).take(size + 1), &mut std::io::sink())
+                .map_err(spawn_err)?;
+            continue;
         }
+        let mut blob = vec![0u8; size as usize + 1];
+        stdout.read_exact(&mut blob).map_err(spawn_err)?;
+        blob.pop();
+        each(p, blob);
     }
     let _ = writer.join();
     let _ = child.wait();
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -471,6 +483,38 @@ mod tests {
         assert_eq!(patch_path("diff --git a/"), None);
         assert_eq!(patch_path("diff --git a/\u{e9}x b/\u{e9}x"), Some("\u{e9}x"));
         assert_eq!(patch_path("index 1..2"), None);
+    }
+
+    #[test]
+    fn blobs_over_the_cap_are_passed_over_and_the_rest_still_read_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git_ok(d, &["init", "-q", "-b", "main"]);
+        std::fs::write(d.join("small.rs"), "fn a() {}\n").unwrap();
+        std::fs::write(d.join("big.rs"), "x".repeat(5000)).unwrap();
+        std::fs::write(d.join("last.rs"), "fn b() {}\n").unwrap();
+        git_ok(d, &["add", "-A"]);
+        git_ok(d, &["commit", "-q", "-m", "files"]);
+        let head = head(d).unwrap().unwrap();
+        let paths: Vec<String> =
+            ["big.rs", "small.rs", "gone.rs", "big.rs", "last.rs"].map(String::from).into();
+        let mut seen = Vec::new();
+        for_each_blob(d, &head, &paths, 100, |p, bytes| {
+            seen.push((p.to_string(), String::from_utf8(bytes).unwrap()));
+        })
+        .unwrap();
+        // The big blob is skipped (twice), the missing path left out, and the stream stays in
+        // step: each path gets its own content.
+        assert_eq!(
+            seen,
+            [
+                ("small.rs".to_string(), "fn a() {}\n".to_string()),
+                ("last.rs".into(), "fn b() {}\n".into())
+            ]
+        );
+        let mut all = 0;
+        for_each_blob(d, &head, &paths, u64::MAX, |_, _| all += 1).unwrap();
+        assert_eq!(all, 4);
     }
 
     #[test]

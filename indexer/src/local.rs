@@ -19,7 +19,7 @@ use crate::refs::find_refs;
 pub const DIFF_MAX_LINES: usize = 200;
 
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
-const DOC_MAX_BYTES: usize = 1 << 20;
+const DOC_MAX_BYTES: u64 = 1 << 20;
 
 /// What a repository yields before its history's rows: the rows of its files at HEAD (docs
 /// and code), their full texts, and its history ([`CommitRows`]: what cross-references need,
@@ -221,23 +221,19 @@ fn read_code(
         .filter(|p| Lang::of_path(p).is_some() || plain_language(p).is_some())
         .cloned()
         .collect();
-    let blobs = git::read_blobs(dir, head, &paths)?;
     let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
-    for path in &paths {
-        let Some(bytes) = blobs.get(path) else { continue };
-        if bytes.len() as u64 > rules.code.max_file_bytes
-            || bytes[..bytes.len().min(8000)].contains(&0)
-        {
-            continue;
+    git::for_each_blob(dir, head, &paths, rules.code.max_file_bytes, |path, bytes| {
+        if bytes[..bytes.len().min(8000)].contains(&0) {
+            return;
         }
-        let Ok(text) = std::str::from_utf8(bytes) else { continue };
+        let Ok(text) = String::from_utf8(bytes) else { return };
         if looks_generated(&text[..text.len().min(2000)]) {
-            continue;
+            return;
         }
         let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
         let updated = last_change.get(path).copied();
         let file_name = path.rsplit('/').next().unwrap_or(path);
-        let chunked = chunk_code(path, text, opts);
+        let chunked = chunk_code(path, &text, opts);
         for (i, chunk) in chunked.chunks.into_iter().enumerate() {
             let mut row = Row::new(RowType::Code, repo, &format!("file/{path}"), i as u32);
             row.title = Some(match &chunk.symbol {
@@ -245,7 +241,7 @@ fn read_code(
                 None => format!("{file_name}:{}-{}", chunk.line_start, chunk.line_end),
             });
             row.symbol = chunk.symbol;
-            row.path = Some(path.clone());
+            row.path = Some(path.to_string());
             row.language = language.map(str::to_string);
             row.line_start = Some(chunk.line_start as i64);
             row.line_end = Some(chunk.line_end as i64);
@@ -259,13 +255,12 @@ fn read_code(
             out.rows.push(row);
         }
         out.files.push(FileText {
-            path: path.clone(),
+            path: path.to_string(),
             commit_sha: head.clone(),
             language: language.map(str::to_string),
-            content: text.to_string(),
+            content: text,
         });
-    }
-    Ok(())
+    })
 }
 
 /// Reads the markdown pages of a wiki repository as `wiki_doc` rows (paths under `wiki/`).
@@ -310,16 +305,14 @@ fn read_docs(
 ) -> Result<(), GitError> {
     let head = &tree.head;
     let docs: Vec<String> = tree.files.iter().filter(|p| is_markdown(p)).cloned().collect();
-    let blobs = git::read_blobs(dir, head, &docs)?;
-    for path in &docs {
-        let Some(bytes) = blobs.get(path) else { continue };
-        if bytes.len() > DOC_MAX_BYTES {
-            continue;
-        }
-        let text = String::from_utf8_lossy(bytes);
+    git::for_each_blob(dir, head, &docs, DOC_MAX_BYTES, |path, bytes| {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
         let updated = last_change.get(path).copied();
         let shown = match source {
-            DocSource::Repo => path.clone(),
+            DocSource::Repo => path.to_string(),
             DocSource::Wiki => format!("wiki/{path}"),
         };
         out.rows.extend(doc_rows(repo, web, source, &shown, head, &text, updated));
@@ -327,10 +320,9 @@ fn read_docs(
             path: shown,
             commit_sha: head.clone(),
             language: Some("markdown".into()),
-            content: text.into_owned(),
+            content: text,
         });
-    }
-    Ok(())
+    })
 }
 
 fn is_markdown(path: &str) -> bool {
