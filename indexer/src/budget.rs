@@ -222,6 +222,10 @@ impl Cutter {
         for (i, e) in edges.into_iter().enumerate() {
             by_source.entry(e.source.clone()).or_default().push((i, e));
         }
+        // Most sources have one edge (in a tagged history, a `shipped_in` per commit), and a
+        // Vec grown by one push has room for four: shrunk, a rebuild of 40k commits with 400
+        // release tags peaks at 150 MiB, against 158.
+        by_source.values_mut().for_each(Vec::shrink_to_fit);
         Cutter {
             share,
             dim,
