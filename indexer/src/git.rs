@@ -440,11 +440,16 @@ pub(crate) fn for_each_blob(
     for p in paths {
         header.clear();
         stdout.read_line(&mut header).map_err(spawn_err)?;
-        // `<sha> blob <size>`, then the content and a newline; `<path> missing` otherwise.
-        let parts: Vec<&str> = header.split_whitespace().collect();
-        let [_, _, size] = parts[..] else { continue };
-        let size: u64 = size.parse().unwrap_or(0);
-        if size > max_bytes {
+        // `<sha> <type> <size>`, then the content and a newline; `<name> missing` (the name
+        // as asked, spaces and all) and `<name> ambiguous` have no content.
+        let line = header.trim_end();
+        if line.ends_with(" missing") || line.ends_with(" ambiguous") {
+            continue;
+        }
+        let mut fields = line.rsplitn(3, ' ');
+        let (Some(size), Some(kind)) = (fields.next(), fields.next()) else { continue };
+        let Ok(size) = size.parse::<u64>() else { continue };
+        if kind != "blob" || size > max_bytes {
             std::io::copy(&mut (&mut stdout).take(size + 1), &mut std::io::sink())
                 .map_err(spawn_err)?;
             continue;
@@ -497,14 +502,17 @@ mod tests {
         git_ok(d, &["commit", "-q", "-m", "files"]);
         let head = head(d).unwrap().unwrap();
         let paths: Vec<String> =
-            ["big.rs", "small.rs", "gone.rs", "big.rs", "last.rs"].map(String::from).into();
+            ["big.rs", "small.rs", "gone.rs", "gone b.rs", "big.rs", "last.rs"]
+                .map(String::from)
+                .into();
         let mut seen = Vec::new();
         for_each_blob(d, &head, &paths, 100, |p, bytes| {
             seen.push((p.to_string(), String::from_utf8(bytes).unwrap()));
         })
         .unwrap();
-        // The big blob is skipped (twice), the missing path left out, and the stream stays in
-        // step: each path gets its own content.
+        // The big blob is skipped (twice), the missing paths left out (one whose name, with its
+        // spaces, looks like a header), and the stream stays in step: each path gets its own
+        // content.
         assert_eq!(
             seen,
             [

@@ -77,7 +77,7 @@ pub(crate) struct History {
     by_sha: Vec<CommitNo>,
     /// Parent SHAs as read, until [`History::finish`] turns them into `parents`.
     parent_shas: Texts,
-    parent_counts: Vec<u8>,
+    parent_counts: Vec<u32>,
     parents: Lists,
     /// Whole messages; titles only after [`History::keep_titles`].
     messages: Texts,
@@ -97,7 +97,7 @@ impl History {
         for p in &c.parents {
             self.parent_shas.push(p);
         }
-        self.parent_counts.push(u8::try_from(c.parents.len()).unwrap_or(u8::MAX));
+        self.parent_counts.push(u32::try_from(c.parents.len()).expect("fewer than 2^32 parents"));
         self.messages.push(&c.message);
         self.committed_at.push(c.committed_at);
         self.authored_at.push(c.authored_at.map(|t| t.timestamp()));
@@ -125,10 +125,10 @@ impl History {
         let parent_shas = std::mem::take(&mut self.parent_shas);
         let mut at = 0;
         for &count in &std::mem::take(&mut self.parent_counts) {
-            let parents: Vec<CommitNo> = (at..at + usize::from(count))
-                .map(|k| self.find(parent_shas.get(k)).unwrap_or(ABSENT))
-                .collect();
-            at += usize::from(count);
+            let count = count as usize;
+            let parents: Vec<CommitNo> =
+                (at..at + count).map(|k| self.find(parent_shas.get(k)).unwrap_or(ABSENT)).collect();
+            at += count;
             self.parents.push(parents);
         }
     }
@@ -289,6 +289,23 @@ mod tests {
         history.keep_titles();
         assert_eq!(history.title(a1), "First (#1)");
         assert_eq!(history.title(c3), "Merge branch 'x'");
+    }
+
+    #[test]
+    fn an_octopus_merge_of_hundreds_of_parents_keeps_every_commit_s_parents_in_place() {
+        let shas: Vec<String> = (0..300).map(|i| format!("p{i:03}")).collect();
+        let parents: Vec<&str> = shas.iter().map(String::as_str).collect();
+        let mut commits = vec![commit("m", &parents, "Octopus", &[])];
+        commits.extend(shas.iter().map(|s| commit(s, &["root"], s, &[])));
+        commits.push(commit("root", &[], "Root", &[]));
+        let history = History::of(&commits, vec![]);
+        let m = history.find("m").unwrap();
+        assert_eq!(history.parents(m).count(), 300);
+        assert_eq!(history.sha(history.parents(m).last().flatten().unwrap()), "p299");
+        let root = history.find("root");
+        for s in &shas {
+            assert_eq!(history.first_parent(history.find(s).unwrap()), root, "{s}");
+        }
     }
 
     #[test]
