@@ -272,6 +272,16 @@ pub(crate) enum Log {
     Patches(String),
 }
 
+/// Writes `request` to a child's stdin from a thread of its own, so the child never waits on a
+/// full output pipe while this thread still writes; stdin closes when the request is written.
+/// A write error means the child stopped reading (it exited or was killed): what it wrote is
+/// read and checked by the caller.
+fn feed(mut stdin: std::process::ChildStdin, request: String) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(request.as_bytes());
+    })
+}
+
 /// Streams the commits `log` names to `each`; `each` returns false to stop early.
 pub(crate) fn for_each_commit(
     dir: &Path,
@@ -304,12 +314,8 @@ pub(crate) fn for_each_commit(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    // The commits to show go in on stdin from a thread of their own, so git never waits on a
-    // full pipe while this one reads.
     let feeder = match (log, child.stdin.take()) {
-        (Log::Patches(shas), Some(mut stdin)) => Some(std::thread::spawn(move || {
-            let _ = stdin.write_all(shas.as_bytes());
-        })),
+        (Log::Patches(shas), Some(stdin)) => Some(feed(stdin, shas)),
         _ => None,
     };
     let mut stdout =
@@ -430,11 +436,8 @@ pub(crate) fn for_each_blob(
         .stderr(Stdio::null())
         .spawn()
         .map_err(spawn_err)?;
-    let mut stdin = child.stdin.take().expect("stdin is piped");
     let request: String = paths.iter().map(|p| format!("{commit}:{p}\n")).collect();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(request.as_bytes());
-    });
+    let writer = feed(child.stdin.take().expect("stdin is piped"), request);
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
     let mut header = String::new();
     for p in paths {

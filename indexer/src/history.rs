@@ -6,7 +6,8 @@
 //! branch from (parents, subjects, paths: [`crate::local`]) and the order the second pass reads
 //! the commits in. It grows with the history, so it is kept small: strings end to end in one
 //! buffer each, parents as commit numbers, paths interned. Once edges are made, messages are
-//! cut to their titles ([`History::keep_titles`]).
+//! cut to their titles ([`History::keep_titles`]), or dropped when no merge row will list
+//! any ([`History::drop_messages`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,6 +70,15 @@ impl Lists {
     }
 }
 
+/// What [`History`] keeps of each commit's message.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    #[default]
+    Whole,
+    Titles,
+    Nothing,
+}
+
 /// What the git history says: see the module's documentation.
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -79,9 +89,9 @@ pub(crate) struct History {
     parent_shas: Texts,
     parent_counts: Vec<u32>,
     parents: Lists,
-    /// Whole messages; titles only after [`History::keep_titles`].
+    /// Whole messages, or what [`History::keep_titles`] / [`History::drop_messages`] left.
     messages: Texts,
-    titles: bool,
+    kept: Kept,
     committed_at: Vec<Option<DateTime<Utc>>>,
     authored_at: Vec<Option<i64>>,
     files: Lists,
@@ -175,19 +185,25 @@ impl History {
 
     /// The whole message (before [`History::keep_titles`]).
     pub(crate) fn message(&self, c: CommitNo) -> &str {
-        debug_assert!(!self.titles, "messages were cut to their titles");
+        debug_assert_eq!(self.kept, Kept::Whole, "messages were cut to their titles or dropped");
         self.messages.get(c as usize)
     }
 
     /// The cleaned title ([`clean_message`]'s): what a merge row lists of its branch.
     pub(crate) fn title(&self, c: CommitNo) -> String {
-        let message = self.messages.get(c as usize);
-        if self.titles { message.to_string() } else { clean_message(message).title }
+        match self.kept {
+            Kept::Whole => clean_message(self.messages.get(c as usize)).title,
+            Kept::Titles => self.messages.get(c as usize).to_string(),
+            Kept::Nothing => {
+                debug_assert!(false, "messages were dropped");
+                String::new()
+            }
+        }
     }
 
     /// Keeps only each message's title: what is needed once edges are made.
     pub(crate) fn keep_titles(&mut self) {
-        if self.titles {
+        if self.kept != Kept::Whole {
             return;
         }
         let mut titles = Texts::default();
@@ -195,7 +211,19 @@ impl History {
             titles.push(&clean_message(self.messages.get(c as usize)).title);
         }
         self.messages = titles;
-        self.titles = true;
+        self.kept = Kept::Titles;
+    }
+
+    /// Drops every message: what is needed once edges are made when no merge row will list
+    /// its branch (a history without merges, or without commit rows).
+    pub(crate) fn drop_messages(&mut self) {
+        self.messages = Texts::default();
+        self.kept = Kept::Nothing;
+    }
+
+    /// Whether some commit has more than one parent (after [`History::finish`]).
+    pub(crate) fn has_merges(&self) -> bool {
+        self.commits().any(|c| self.parents.get(c as usize).len() > 1)
     }
 
     pub(crate) fn committed_at(&self, c: CommitNo) -> Option<DateTime<Utc>> {
@@ -286,9 +314,15 @@ mod tests {
         assert_eq!(history.resolve_prefix("B"), Some("b2"));
         assert_eq!(history.first_parent_chain(Some("c3")), [true, true, true]);
         assert_eq!(history.first_parent_chain(Some("b2")), [false, true, true]);
+        assert!(history.has_merges());
         history.keep_titles();
         assert_eq!(history.title(a1), "First (#1)");
         assert_eq!(history.title(c3), "Merge branch 'x'");
+        history.drop_messages();
+        assert_eq!(history.messages.text.len(), 0, "nothing kept of the messages");
+        let linear =
+            History::of(&[commit("b", &["a"], "B", &[]), commit("a", &[], "A", &[])], vec![]);
+        assert!(!linear.has_merges());
     }
 
     #[test]

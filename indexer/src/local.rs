@@ -55,11 +55,9 @@ pub(crate) fn read_repo(
 ) -> Result<RepoContent, GitError> {
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    let mut merges = false;
     let mut history = History::default();
     git::for_each_commit(dir, git::Log::Summaries, |c| {
         note_changes(&mut last_change, &c);
-        merges |= c.parents.len() > 1;
         history.push(&c);
         if history.len().is_multiple_of(1000) {
             progress(&format!("{} commits", history.len()));
@@ -69,7 +67,7 @@ pub(crate) fn read_repo(
     history.finish();
     history.tags = git::tags(dir)?;
     let commits = history.len();
-    let mainline = if merges && rules.wants(RowType::Commit) {
+    let mainline = if history.has_merges() && rules.wants(RowType::Commit) {
         history.first_parent_chain(git::head(dir)?.as_deref())
     } else {
         Vec::new()
@@ -131,9 +129,15 @@ impl CommitRows {
         &self.history
     }
 
-    /// Drops what only edges needed (messages but their titles), once they are made.
+    /// Drops what only edges needed, once they are made: messages but their titles, or every
+    /// message when no merge row will list titles (no merges, or no commit rows: `mainline` is
+    /// empty then).
     pub(crate) fn edges_made(&mut self) {
-        self.history.keep_titles();
+        if self.mainline.is_empty() {
+            self.history.drop_messages();
+        } else {
+            self.history.keep_titles();
+        }
         self.history.tags = Vec::new();
     }
 
