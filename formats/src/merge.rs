@@ -43,6 +43,44 @@ pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
 /// served alone.
 pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 
+/// What writing one merged segment of `rows` rows holds at its peak, in bytes: an estimate
+/// for deciding how many merges may run at once ([`MergeLimits`]). The text index writer's
+/// heap, then per row its vectors and links in the graph, the text index's buffers and the
+/// segment files its final merge reads back. Measured with `hubdex-bench merge`
+/// (docs/performance.md): a unit of 127,116 diff rows peaks at 465 MiB over the process's
+/// base; this says 468.
+pub fn merge_memory_estimate(rows: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    96 * MIB + rows.saturating_mul(3 << 10)
+}
+
+/// How many serving merges may run at once: each takes a bit more than one core (its text
+/// index and vector graph are written side by side, the graph single-threaded so that two
+/// builders write the same bytes), so merges of different units run in parallel, as many as
+/// there are cores and as their estimated memory ([`merge_memory_estimate`]) fits
+/// `memory_bytes`. One merge runs whatever its estimate: a unit cannot be written in parts.
+/// Which merges run together never changes a merged segment's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeLimits {
+    /// What the merges running at once may hold together, as [`merge_memory_estimate`] counts.
+    pub memory_bytes: u64,
+    /// At most this many merges at once.
+    pub parallel: usize,
+}
+
+impl MergeLimits {
+    /// One merge at a time, whatever the memory.
+    pub fn one_at_a_time() -> Self {
+        MergeLimits { memory_bytes: u64::MAX, parallel: 1 }
+    }
+
+    /// Merges within `memory_bytes`, at most one per core.
+    pub fn within(memory_bytes: u64) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        MergeLimits { memory_bytes, parallel: cores }
+    }
+}
+
 /// Whether a content-defined boundary falls after the item `key` of weight `weight`: true with
 /// probability `weight / target`, decided by a hash of the key, not by chance. The merge policy
 /// cuts repositories (weighed in rows) into units with it, and the indexer a repository's rows

@@ -21,6 +21,7 @@ use crate::error::{FormatError, StoreError};
 use crate::manifest::{
     Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta, record_bytes,
 };
+use crate::merge::MergeLimits;
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -846,20 +847,42 @@ fn drop_cached_pages(file: &std::fs::File) {
 }
 
 impl Store {
-    /// The merged segments that serve `segments` (see [`crate::plan_merges`]), each from
-    /// [`Self::merged_segment`].
+    /// The merged segments that serve `segments` (see [`crate::plan_merges`]), in plan order:
+    /// each reused when the store holds it, otherwise written as [`Self::merged_segment`]
+    /// writes it. Merges run side by side as `limits` allow ([`MergeLimits`]: one per core,
+    /// as their estimated memory fits), which changes no merged segment's bytes.
     pub async fn merge_for_serving(
         &self,
         segments: &[ManifestSegment],
         model: &ModelIdentity,
         cache: &Path,
         work: &Path,
+        limits: MergeLimits,
     ) -> Result<Vec<ManifestSegment>, StoreError> {
-        let mut out = Vec::new();
-        for group in crate::merge::plan_merges(segments) {
-            out.push(self.merged_segment(&group, model, cache, work).await?);
-        }
-        Ok(out)
+        // Memory is counted in MiB permits; a merge estimated over the whole allowance takes
+        // it all (it runs alone).
+        const MIB: u64 = 1 << 20;
+        let mib = |bytes: u64| u32::try_from(bytes / MIB).unwrap_or(u32::MAX).max(1);
+        let allowance = mib(limits.memory_bytes);
+        let memory = tokio::sync::Semaphore::new(allowance as usize);
+        let slots = tokio::sync::Semaphore::new(limits.parallel.max(1));
+        let merges = crate::merge::plan_merges(segments).into_iter().map(|group| {
+            let (memory, slots) = (&memory, &slots);
+            async move {
+                let id = crate::merge::merged_id(&group);
+                if let Some(entry) = self.stored_merged(&id).await? {
+                    return Ok(entry);
+                }
+                let rows = group.iter().map(|s| s.rows).sum();
+                let need = mib(crate::merge::merge_memory_estimate(rows)).min(allowance);
+                // Semaphores are never closed here; acquiring in one order (memory, then a
+                // slot) everywhere keeps two merges from each holding what the other waits on.
+                let _memory = memory.acquire_many(need).await.expect("open semaphore");
+                let _slot = slots.acquire().await.expect("open semaphore");
+                self.write_merged(&group, &id, model, cache, work).await
+            }
+        });
+        futures::future::try_join_all(merges).await
     }
 
     /// The merged segment of the build segments `group` (in plan order): reused when the store
@@ -873,16 +896,36 @@ impl Store {
         work: &Path,
     ) -> Result<ManifestSegment, StoreError> {
         let id = crate::merge::merged_id(group);
-        if self.has_segment(&id).await? {
-            return Ok(self.stored_segment_entry(&id).await?.1);
+        match self.stored_merged(&id).await? {
+            Some(entry) => Ok(entry),
+            None => self.write_merged(group, &id, model, cache, work).await,
         }
+    }
+
+    /// The manifest entry of the merged segment `id` when the store holds it.
+    async fn stored_merged(&self, id: &str) -> Result<Option<ManifestSegment>, StoreError> {
+        if !self.has_segment(id).await? {
+            return Ok(None);
+        }
+        Ok(Some(self.stored_segment_entry(id).await?.1))
+    }
+
+    /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]).
+    async fn write_merged(
+        &self,
+        group: &[ManifestSegment],
+        id: &str,
+        model: &ModelIdentity,
+        cache: &Path,
+        work: &Path,
+    ) -> Result<ManifestSegment, StoreError> {
         let mut dirs = Vec::new();
         for m in group {
             dirs.push(self.fetch_segment(m, cache).await?);
         }
-        let dir = work.join(&id);
+        let dir = work.join(id);
         let _ = std::fs::remove_dir_all(&dir);
-        let (d, i, m) = (dir.clone(), id.clone(), model.clone());
+        let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
         tokio::task::spawn_blocking(move || crate::merge::write_merged_segment(&d, &i, &dirs, &m))
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;

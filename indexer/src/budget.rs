@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Edge, FileText, Row, RowType, boundary_after};
+use hubdex_formats::{Edge, FileText, MergeLimits, Row, RowType, boundary_after};
 
 /// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
@@ -36,6 +36,10 @@ const SEGMENT_SHARE: u64 = 16;
 /// the hash says (a run of rows that long without a boundary has probability e^-2; where it
 /// falls then depends on the rows before it, until the next boundary of the hash's own).
 const SEGMENT_MAX_SHARES: u64 = 2;
+
+/// What a build holds beside its serving merges when it publishes (the runtime, the model's
+/// session, the manifest): the budget less this is what merges running at once may hold.
+const MERGE_RESERVE: u64 = 128 << 20;
 
 /// What a build may hold in memory, in bytes (`hubdex-index build --memory-budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +74,14 @@ impl MemoryBudget {
     /// The budget in bytes.
     pub fn bytes(self) -> u64 {
         self.0
+    }
+
+    /// How many serving merges a publish may run at once: one per core, as their estimated
+    /// memory ([`hubdex_formats::merge_memory_estimate`]) fits the budget less
+    /// [`MERGE_RESERVE`]. One merge runs whatever the budget (a unit cannot be written in
+    /// parts), so a unit's merge can pass a small budget: docs/performance.md measures it.
+    pub fn merges(self) -> MergeLimits {
+        MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE))
     }
 
     /// The row data (texts and vectors, as [`row_bytes`] counts it) one build segment holds

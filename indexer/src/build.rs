@@ -11,8 +11,8 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
-    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
-    snapshot_id, start_segment,
+    MergeLimits, ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows,
+    sha256_hex, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
@@ -684,6 +684,8 @@ pub(crate) struct Publication<'a> {
     pub(crate) started: Instant,
     /// Where merged segments are written before upload.
     pub(crate) cache: &'a std::path::Path,
+    /// How many serving merges may run at once (from the memory budget).
+    pub(crate) merges: MergeLimits,
 }
 
 /// Publishes a snapshot of `segments` plus the current snapshot's segments of repositories
@@ -702,6 +704,7 @@ pub(crate) async fn publish_segments(
         allow_unsafe_latest,
         started,
         cache,
+        merges,
     } = publication;
     // Repositories this build did not touch keep their segments from the previous snapshot.
     if let Some(prev) = prev
@@ -725,9 +728,13 @@ pub(crate) async fn publish_segments(
     // a merged segment already in the store is reused.
     let merge_cache = cache.join("merge");
     let merging = spinner(None);
-    merging.set_message(format!("writing the serving units of {} build segments", segments.len()));
+    merging.set_message(format!(
+        "writing the serving units of {} build segments (up to {} at once, as memory allows)",
+        segments.len(),
+        merges.parallel
+    ));
     let merged = store
-        .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"))
+        .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"), merges)
         .await
         .context("writing merged segments")?;
     merging.finish_and_clear();
@@ -855,6 +862,7 @@ pub async fn build_with(
         allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
         cache: &opts.cache,
+        merges: opts.memory_budget.merges(),
     };
     publish_segments(publication, &mut report).await?;
     Ok(report)

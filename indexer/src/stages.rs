@@ -214,6 +214,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
         allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
         cache: &opts.cache,
+        merges: opts.memory_budget.merges(),
     };
     publish_segments(publication, &mut report).await?;
     for key in staged.iter().flat_map(|s| &s.queue) {

@@ -299,3 +299,87 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
         }
     });
 }
+
+#[test]
+fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
+    use hubdex_formats::{MERGED_TARGET_ROWS, MergeLimits, boundary_after, plan_merges};
+    let f = fixture();
+    runtime().block_on(async {
+        let src = Store::open(&f.store.display().to_string()).unwrap();
+        let m = src.latest_manifest().await.unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
+        let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+        let third = rows.len() / 3;
+        let parts = [&rows[..third], &rows[third..2 * third], &rows[2 * third..]];
+        // Repository names after which the merge plan's content-defined boundary falls, so
+        // each repository is a serving unit of its own: three merges to run.
+        let mut names = Vec::new();
+        for (p, part) in parts.iter().enumerate() {
+            let name = (0..)
+                .map(|k| format!("o/r{p}-{k}"))
+                .find(|n| boundary_after(n, part.len() as u64, MERGED_TARGET_ROWS))
+                .unwrap();
+            names.push(name);
+        }
+        let work = tempfile::tempdir().unwrap();
+        let mut units = Vec::new();
+        for (way, limits) in [
+            ("side by side", MergeLimits { memory_bytes: u64::MAX, parallel: 3 }),
+            ("one at a time", MergeLimits::one_at_a_time()),
+            // An allowance smaller than any merge's estimate: each still runs, alone.
+            ("within 1 byte", MergeLimits { memory_bytes: 1, parallel: 3 }),
+        ] {
+            let store_dir = work.path().join(way.replace(' ', "-"));
+            let store = Store::open(&store_dir.join("store").display().to_string()).unwrap();
+            let mut entries = Vec::new();
+            for (name, part) in names.iter().zip(parts) {
+                let mut rows: Vec<Row> = part
+                    .iter()
+                    .map(|r| {
+                        let mut r = r.clone();
+                        r.id = hubdex_formats::row_id(r.kind(), name, &r.id, 0);
+                        r.repo = name.clone();
+                        r
+                    })
+                    .collect();
+                let dir = store_dir.join(name.replace('/', "_"));
+                write_segment(&dir, name, &mut rows, &mut [], &mut [], &m.model).unwrap();
+                entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+            }
+            assert_eq!(plan_merges(&entries).len(), 3, "each repository a unit of its own");
+            let (cache, unit_work) = (store_dir.join("cache"), store_dir.join("units"));
+            let merged = store
+                .merge_for_serving(&entries, &m.model, &cache, &unit_work, limits)
+                .await
+                .unwrap();
+            assert_eq!(merged.len(), 3, "{way}");
+            // In plan order (by repository), each unit holding its repository's segment.
+            for (unit, entry) in merged.iter().zip(&entries) {
+                assert_eq!(unit.members, std::slice::from_ref(&entry.id), "{way}");
+            }
+            units.push((way, merged));
+        }
+        // What a unit's files hold: tantivy names its segment files with a fresh uuid and lists
+        // them in meta.json, so those differ between any two writes; every other byte is the
+        // same, however many merges ran at once.
+        let contents = |unit: &hubdex_formats::ManifestSegment| -> Vec<(String, String)> {
+            unit.files
+                .iter()
+                .filter(|f| !f.path.ends_with("meta.json") && !f.path.ends_with(".managed.json"))
+                .map(|f| {
+                    let ext = f.path.rsplit_once('.').map_or("", |(_, e)| e);
+                    let stem = if f.path.starts_with("text/") { "text/*" } else { &f.path };
+                    (format!("{stem}.{ext}"), f.sha256.clone())
+                })
+                .collect()
+        };
+        let (first_way, first) = &units[0];
+        for (way, merged) in &units[1..] {
+            for (a, b) in first.iter().zip(merged) {
+                assert_eq!((&a.id, a.rows, &a.members), (&b.id, b.rows, &b.members), "{way}");
+                assert_eq!(contents(a), contents(b), "{way} against {first_way}");
+            }
+        }
+    });
+}

@@ -62,6 +62,10 @@ enum Command {
         /// Rows per segment (one segment per synthetic repository).
         #[arg(long, default_value_t = 50_000)]
         segment_rows: usize,
+        /// Serving merges at once at most (default: what the default memory budget allows on
+        /// this machine's cores, as a build's publish runs them); 1 runs them one at a time.
+        #[arg(long)]
+        merge_parallel: Option<usize>,
     },
     Search {
         #[arg(long)]
@@ -274,6 +278,7 @@ async fn prepare(
     n: usize,
     out: &Path,
     segment_rows: usize,
+    merge_parallel: Option<usize>,
 ) -> anyhow::Result<Value> {
     let cache = out.join("base-cache");
     let (rows, base_manifest) = base_rows(base, &cache).await?;
@@ -322,8 +327,18 @@ async fn prepare(
     // repository costs: rewriting the one merged segment that holds it.
     let t = Instant::now();
     let merge_cache = out.join("merge-cache");
+    let mut limits = hubdex_indexer::MemoryBudget::default().merges();
+    if let Some(n) = merge_parallel {
+        limits.parallel = n;
+    }
     let merged = store
-        .merge_for_serving(&entries, &base_manifest.model, &merge_cache, &work.join("merged"))
+        .merge_for_serving(
+            &entries,
+            &base_manifest.model,
+            &merge_cache,
+            &work.join("merged"),
+            limits,
+        )
         .await?;
     let merge_s = t.elapsed().as_secs_f64();
     let mut one_repo_change = Value::Null;
@@ -368,6 +383,7 @@ async fn prepare(
         "segments": segments,
         "serving_units": manifest.serving_units().len(),
         "merge_seconds": merge_s,
+        "merge_parallel": limits.parallel,
         "one_repo_change": one_repo_change,
         "write_seconds": write_s,
         "write_rows_per_s": n as f64 / write_s,
@@ -1090,8 +1106,8 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Runtime::new()?;
     let out = match cli.command {
-        Command::Prepare { base, rows, out, segment_rows } => {
-            rt.block_on(prepare(&base, rows, &out, segment_rows))?
+        Command::Prepare { base, rows, out, segment_rows, merge_parallel } => {
+            rt.block_on(prepare(&base, rows, &out, segment_rows, merge_parallel))?
         }
         Command::Search { store, model, queries, vectors_out, n, qps_seconds } => {
             rt.block_on(search_bench(&store, &model, &queries, &vectors_out, n, qps_seconds))?
