@@ -850,7 +850,8 @@ impl Store {
     /// The merged segments that serve `segments` (see [`crate::plan_merges`]), in plan order:
     /// each reused when the store holds it, otherwise written as [`Self::merged_segment`]
     /// writes it. Merges run side by side as `limits` allow ([`MergeLimits`]: one per core,
-    /// as their estimated memory fits), which changes no merged segment's bytes.
+    /// as their estimated memory fits), which changes no merged segment's bytes. `progress`
+    /// hears (units done, units in all) as each is written or found.
     pub async fn merge_for_serving(
         &self,
         segments: &[ManifestSegment],
@@ -858,6 +859,7 @@ impl Store {
         cache: &Path,
         work: &Path,
         limits: MergeLimits,
+        progress: &(dyn Fn(usize, usize) + Send + Sync),
     ) -> Result<Vec<ManifestSegment>, StoreError> {
         // Memory is counted in MiB permits; a merge estimated over the whole allowance takes
         // it all (it runs alone).
@@ -866,11 +868,17 @@ impl Store {
         let allowance = mib(limits.memory_bytes);
         let memory = tokio::sync::Semaphore::new(allowance as usize);
         let slots = tokio::sync::Semaphore::new(limits.parallel.max(1));
-        let merges = crate::merge::plan_merges(segments).into_iter().map(|group| {
-            let (memory, slots) = (&memory, &slots);
+        let groups = crate::merge::plan_merges(segments);
+        let (all, done) = (groups.len(), std::sync::atomic::AtomicUsize::new(0));
+        let finished = || {
+            progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, all);
+        };
+        let merges = groups.into_iter().map(|group| {
+            let (memory, slots, finished) = (&memory, &slots, &finished);
             async move {
                 let id = crate::merge::merged_id(&group);
                 if let Some(entry) = self.stored_merged(&id).await? {
+                    finished();
                     return Ok(entry);
                 }
                 let rows = group.iter().map(|s| s.rows).sum();
@@ -879,7 +887,9 @@ impl Store {
                 // slot) everywhere keeps two merges from each holding what the other waits on.
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
-                self.write_merged(&group, &id, model, cache, work).await
+                let entry = self.write_merged(&group, &id, model, cache, work).await?;
+                finished();
+                Ok(entry)
             }
         });
         futures::future::try_join_all(merges).await

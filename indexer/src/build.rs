@@ -728,13 +728,23 @@ pub(crate) async fn publish_segments(
     // a merged segment already in the store is reused.
     let merge_cache = cache.join("merge");
     let merging = spinner(None);
-    merging.set_message(format!(
-        "writing the serving units of {} build segments (up to {} at once, as memory allows)",
+    let what = format!(
+        "serving units of {} build segments (up to {} written at once, as memory allows)",
         segments.len(),
         merges.parallel
-    ));
+    );
+    merging.set_message(format!("writing the {what}"));
+    let progress =
+        |done: usize, all: usize| merging.set_message(format!("{what}: {done}/{all} done"));
     let merged = store
-        .merge_for_serving(&segments, model, &merge_cache, &merge_cache.join("work"), merges)
+        .merge_for_serving(
+            &segments,
+            model,
+            &merge_cache,
+            &merge_cache.join("work"),
+            merges,
+            &progress,
+        )
         .await
         .context("writing merged segments")?;
     merging.finish_and_clear();

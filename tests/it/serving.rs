@@ -349,11 +349,14 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
             }
             assert_eq!(plan_merges(&entries).len(), 3, "each repository a unit of its own");
             let (cache, unit_work) = (store_dir.join("cache"), store_dir.join("units"));
+            let heard = std::sync::Mutex::new(Vec::new());
+            let progress = |done, all| heard.lock().unwrap().push((done, all));
             let merged = store
-                .merge_for_serving(&entries, &m.model, &cache, &unit_work, limits)
+                .merge_for_serving(&entries, &m.model, &cache, &unit_work, limits, &progress)
                 .await
                 .unwrap();
             assert_eq!(merged.len(), 3, "{way}");
+            assert_eq!(*heard.lock().unwrap(), [(1, 3), (2, 3), (3, 3)], "{way}: progress");
             // In plan order (by repository), each unit holding its repository's segment.
             for (unit, entry) in merged.iter().zip(&entries) {
                 assert_eq!(unit.members, std::slice::from_ref(&entry.id), "{way}");
