@@ -47,8 +47,8 @@ pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 /// for deciding how many merges may run at once ([`MergeLimits`]). The text index writer's
 /// heap, then per row its vectors and links in the graph, the text index's buffers and the
 /// segment files its final merge reads back. Measured with `hubdex-bench merge`
-/// (docs/performance.md): a unit of 127,116 diff rows peaks at 465 MiB over the process's
-/// base; this says 468.
+/// (docs/performance.md): a unit of 127,116 diff rows peaks at 454 MiB over the process's
+/// base (482,584 KiB against 17,736 before the merge); this says 468.
 pub fn merge_memory_estimate(rows: u64) -> u64 {
     const MIB: u64 = 1 << 20;
     96 * MIB + rows.saturating_mul(3 << 10)

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, Row, RowFilter, RowType, Scope,
-    Segment, Store, read_rows, write_merged_segment, write_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, ModelIdentity, Row,
+    RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment, write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -119,6 +119,29 @@ fn compiled_filters_accept_exactly_the_rows_the_reference_filter_accepts() {
     });
 }
 
+/// Writes `rows` as the build segment of `repo` (their repo and ids rewritten) in `work` and
+/// uploads it to `store`.
+async fn upload_as(
+    store: &Store,
+    work: &std::path::Path,
+    repo: &str,
+    rows: &[Row],
+    model: &ModelIdentity,
+) -> ManifestSegment {
+    let mut rows: Vec<Row> = rows
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.id = hubdex_formats::row_id(r.kind(), repo, &r.id, 0);
+            r.repo = repo.to_string();
+            r
+        })
+        .collect();
+    let dir = work.join(repo.replace('/', "_"));
+    write_segment(&dir, repo, &mut rows, &mut [], &mut [], model).unwrap();
+    store.upload_segment(&dir, |_| {}).await.unwrap()
+}
+
 /// Writes one segment per repository from `rows` (their repo and ids rewritten) and publishes
 /// a snapshot of them, each served by its own merged segment (a group of one).
 async fn publish(
@@ -130,18 +153,7 @@ async fn publish(
     let work = tempfile::tempdir().unwrap();
     let (mut entries, mut merged) = (Vec::new(), Vec::new());
     for (repo, rows) in parts {
-        let mut rows: Vec<Row> = rows
-            .iter()
-            .map(|r| {
-                let mut r = r.clone();
-                r.id = hubdex_formats::row_id(r.kind(), repo, &r.id, 0);
-                r.repo = repo.to_string();
-                r
-            })
-            .collect();
-        let dir = work.path().join(repo.replace('/', "_"));
-        write_segment(&dir, repo, &mut rows, &mut [], &mut [], &model.model).unwrap();
-        entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+        entries.push(upload_as(store, work.path(), repo, rows, &model.model).await);
         // Each served by a merged segment of its own (a group of one), so a change to one
         // repository rewrites only its unit whatever the merge plan would group.
         let (cache, unit_work) = (work.path().join("cache"), work.path().join("units"));
@@ -334,18 +346,7 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
             let store = Store::open(&store_dir.join("store").display().to_string()).unwrap();
             let mut entries = Vec::new();
             for (name, part) in names.iter().zip(parts) {
-                let mut rows: Vec<Row> = part
-                    .iter()
-                    .map(|r| {
-                        let mut r = r.clone();
-                        r.id = hubdex_formats::row_id(r.kind(), name, &r.id, 0);
-                        r.repo = name.clone();
-                        r
-                    })
-                    .collect();
-                let dir = store_dir.join(name.replace('/', "_"));
-                write_segment(&dir, name, &mut rows, &mut [], &mut [], &m.model).unwrap();
-                entries.push(store.upload_segment(&dir, |_| {}).await.unwrap());
+                entries.push(upload_as(&store, &store_dir, name, part, &m.model).await);
             }
             assert_eq!(plan_merges(&entries).len(), 3, "each repository a unit of its own");
             let (cache, unit_work) = (store_dir.join("cache"), store_dir.join("units"));
@@ -366,7 +367,7 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
         // What a unit's files hold: tantivy names its segment files with a fresh uuid and lists
         // them in meta.json, so those differ between any two writes; every other byte is the
         // same, however many merges ran at once.
-        let contents = |unit: &hubdex_formats::ManifestSegment| -> Vec<(String, String)> {
+        let contents = |unit: &ManifestSegment| -> Vec<(String, String)> {
             unit.files
                 .iter()
                 .filter(|f| !f.path.ends_with("meta.json") && !f.path.ends_with(".managed.json"))
