@@ -260,7 +260,8 @@ pub(crate) fn write_edge_index<'a>(
         doc.add_bytes(f.edge, &json);
         writer.add_document(doc).map_err(tv)?;
     }
-    commit_as_one_segment(&index, writer, dir)
+    commit_as_one_segment(&index, writer, dir, None)?;
+    Ok(())
 }
 
 /// Which end of an edge a key is.

@@ -43,23 +43,40 @@ pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
 /// served alone.
 pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 
+/// How a merge writes its two indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeIndexes {
+    /// The text index and the vector graph on two threads at once: faster, holding both.
+    SideBySide,
+    /// The text index (and file store), then the vector graph: one thread, holding the larger
+    /// of the two. What a merge does when side by side would pass its memory allowance.
+    InTurn,
+}
+
 /// What writing one merged segment of `rows` rows holds at its peak, in bytes: an estimate
-/// for deciding how many merges may run at once ([`MergeLimits`]). The text index writer's
-/// heap, then per row its vectors and links in the graph, the text index's buffers and the
-/// segment files its final merge reads back. Measured with `hubdex-bench merge`
-/// (docs/performance.md): a unit of 127,116 diff rows peaks at 454 MiB over the process's
-/// base (482,584 KiB against 17,736 before the merge); this says 468.
-pub fn merge_memory_estimate(rows: u64) -> u64 {
+/// for deciding how many merges may run at once and how ([`MergeLimits`], [`MergeIndexes`]).
+/// The text index: its writer's heap, then per row its buffers; the vector graph: per row its
+/// vector and links. Measured with `hubdex-bench merge` (docs/performance.md, "A merge's
+/// peak") on a unit of 128,259 diff rows, over the process's base: side by side 300–308 MiB
+/// (this says 328), in turn 208–215 (this says 206). Side by side it peaked at 454 MiB while
+/// tantivy sorted the text index by ordinal.
+pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     const MIB: u64 = 1 << 20;
-    96 * MIB + rows.saturating_mul(3 << 10)
+    let text = 96 * MIB + rows.saturating_mul(900);
+    let graph = rows.saturating_mul(1_000);
+    match indexes {
+        MergeIndexes::SideBySide => text + graph,
+        MergeIndexes::InTurn => text.max(graph),
+    }
 }
 
 /// How many serving merges may run at once: each takes a bit more than one core (its text
 /// index and vector graph are written side by side, the graph single-threaded so that two
 /// builders write the same bytes), so merges of different units run in parallel, as many as
 /// there are cores and as their estimated memory ([`merge_memory_estimate`]) fits
-/// `memory_bytes`. One merge runs whatever its estimate: a unit cannot be written in parts.
-/// Which merges run together never changes a merged segment's bytes.
+/// `memory_bytes`. A merge whose indexes side by side would pass `memory_bytes` writes them in
+/// turn; one merge runs whatever its estimate: a unit cannot be written in parts. Which merges
+/// run together, and how, never changes a merged segment's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeLimits {
     /// What the merges running at once may hold together, as [`merge_memory_estimate`] counts.
@@ -169,11 +186,15 @@ pub fn merged_id(members: &[ManifestSegment]) -> String {
 /// in row order, then the second ones, as [`crate::write_vector_index_from`] inserts them, so
 /// the files are the same bytes); what a merge holds is the graph, the index writers' buffers
 /// and one batch, not the unit's rows (issue 30).
+///
+/// `indexes` says whether the text index and the vector graph are written side by side or in
+/// turn (the same files either way).
 pub fn write_merged_segment(
     dir: &Path,
     id: &str,
     member_dirs: &[PathBuf],
     model: &ModelIdentity,
+    indexes: MergeIndexes,
 ) -> Result<SegmentMeta, FormatError> {
     let mut metas = Vec::with_capacity(member_dirs.len());
     for m in member_dirs {
@@ -248,17 +269,24 @@ pub fn write_merged_segment(
         graph.save()?;
         Ok(second)
     };
-    // The text and vector indexes are independent: built side by side, as write_indexes does.
-    let (text, second) = std::thread::scope(|s| {
-        let text = s.spawn(text);
-        let second = vectors();
-        (text.join(), second)
-    });
-    let mut stats = text.map_err(|_| FormatError::Schema {
-        what: dir.join(TEXT_DIR).display().to_string(),
-        detail: "the text index writer panicked".into(),
-    })??;
-    stats.second_vectors = second?;
+    // The text and vector indexes are independent: built side by side, as write_indexes does,
+    // or one after the other to hold only the larger.
+    let (mut stats, second) = match indexes {
+        MergeIndexes::SideBySide => {
+            let (text, second) = std::thread::scope(|s| {
+                let text = s.spawn(text);
+                let second = vectors();
+                (text.join(), second)
+            });
+            let stats = text.map_err(|_| FormatError::Schema {
+                what: dir.join(TEXT_DIR).display().to_string(),
+                detail: "the text index writer panicked".into(),
+            })??;
+            (stats, second?)
+        }
+        MergeIndexes::InTurn => (text()?, vectors()?),
+    };
+    stats.second_vectors = second;
     crate::edges::merge_edge_indexes(dir, member_dirs)?;
     let members = metas.iter().map(|m| m.id.clone()).collect();
     let repos = metas.into_iter().map(|m| m.repo).collect();

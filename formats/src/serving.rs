@@ -30,8 +30,8 @@ use tantivy::schema::{
 };
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DateTime, DocAddress, DocId, DocSet, Index, IndexReader, IndexSettings, IndexSortByField,
-    Order, ReloadPolicy, Searcher, SegmentReader, TERMINATED, TantivyDocument, Term,
+    DateTime, DocAddress, DocId, DocSet, Index, IndexReader, ReloadPolicy, Searcher, SegmentReader,
+    TERMINATED, TantivyDocument, Term,
 };
 
 use crate::error::FormatError;
@@ -175,20 +175,39 @@ fn micros(t: chrono::DateTime<chrono::Utc>) -> DateTime {
 }
 
 /// Commits `writer`, merges what it wrote into one tantivy segment and removes the files the
-/// merge left behind.
+/// merge left behind. With `in_order_of`, the segments are merged in the order of that u64 fast
+/// field's value in their first document (the order one writer thread flushed them, for a field
+/// that counts the documents added), so the merged segment keeps the order the documents were
+/// added in; without it, in whatever order the index's meta lists them (a hash map's).
+/// Returns how many segments the writer had written (and were merged into one).
 pub(crate) fn commit_as_one_segment<D: tantivy::Document>(
     index: &Index,
     mut writer: tantivy::IndexWriter<D>,
     dir: &Path,
-) -> Result<(), FormatError> {
+    in_order_of: Option<&str>,
+) -> Result<usize, FormatError> {
     let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
     writer.commit().map_err(tv)?;
-    let ids = index.searchable_segment_ids().map_err(tv)?;
-    if ids.len() > 1 {
+    let segments = index.searchable_segments().map_err(tv)?;
+    if segments.len() > 1 {
+        let mut ids = Vec::with_capacity(segments.len());
+        for segment in &segments {
+            let first = match in_order_of {
+                Some(field) => {
+                    let reader = SegmentReader::open(segment).map_err(tv)?;
+                    reader.fast_fields().u64(field).map_err(tv)?.first(0).unwrap_or(u64::MAX)
+                }
+                None => 0,
+            };
+            ids.push((first, segment.id()));
+        }
+        ids.sort_by_key(|&(first, _)| first);
+        let ids: Vec<_> = ids.into_iter().map(|(_, id)| id).collect();
         writer.merge(&ids).wait().map_err(tv)?;
     }
     writer.garbage_collect_files().wait().map_err(tv)?;
-    writer.wait_merging_threads().map_err(tv)
+    writer.wait_merging_threads().map_err(tv)?;
+    Ok(segments.len())
 }
 
 /// A searcher over the index in `dir` that never reloads, keeping `cache_blocks` decompressed
@@ -263,7 +282,8 @@ pub(crate) fn write_serving_index<'a>(
     for row in rows {
         w.add(row)?;
     }
-    w.finish()
+    w.finish()?;
+    Ok(())
 }
 
 /// The serving index being written, a row at a time (ordinal = the order rows are added): a
@@ -279,18 +299,22 @@ pub(crate) struct ServingIndexWriter {
 impl ServingIndexWriter {
     /// A new, empty serving index in `dir`.
     pub(crate) fn create(dir: &Path, an: &Analyzers) -> Result<Self, FormatError> {
+        Self::with_heap(dir, an, WRITER_HEAP_BYTES)
+    }
+
+    /// [`ServingIndexWriter::create`] with a writer heap of `heap` bytes (at least tantivy's 15
+    /// MB): a tantivy segment is written each time the heap fills.
+    fn with_heap(dir: &Path, an: &Analyzers, heap: usize) -> Result<Self, FormatError> {
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
         let (schema, f) = schema(an);
-        let settings = IndexSettings {
-            sort_by_field: Some(IndexSortByField { field: "ord".into(), order: Order::Asc }),
-            ..IndexSettings::default()
-        };
-        let index =
-            Index::builder().schema(schema).settings(settings).create_in_dir(dir).map_err(tv)?;
+        // Not tantivy's index sorting: the rows come in ordinal order already, and sorting at
+        // each flush and in the final merge held up to twice the writer's heap more at the
+        // peak (docs/performance.md, "A merge's peak"); the segments are merged in the order
+        // they were written instead (`commit_as_one_segment`), and `finish` checks the result.
+        let index = Index::builder().schema(schema).create_in_dir(dir).map_err(tv)?;
         register_analyzers(&index);
-        let writer =
-            index.writer_with_num_threads::<TantivyDocument>(1, WRITER_HEAP_BYTES).map_err(tv)?;
+        let writer = index.writer_with_num_threads::<TantivyDocument>(1, heap).map_err(tv)?;
         writer.set_merge_policy(Box::new(NoMergePolicy));
         Ok(ServingIndexWriter { index, writer, f, dir: dir.to_path_buf(), n: 0 })
     }
@@ -351,12 +375,13 @@ impl ServingIndexWriter {
         Ok(())
     }
 
-    /// Commits the index as one tantivy segment and checks that doc id = ordinal.
-    pub(crate) fn finish(self) -> Result<(), FormatError> {
+    /// Commits the index as one tantivy segment and checks that doc id = ordinal. Returns how
+    /// many tantivy segments the writer had written before they were merged into one.
+    pub(crate) fn finish(self) -> Result<usize, FormatError> {
         let ServingIndexWriter { index, writer, dir, n, .. } = self;
         let dir = dir.as_path();
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-        commit_as_one_segment(&index, writer, dir)?;
+        let written = commit_as_one_segment(&index, writer, dir, Some("ord"))?;
         // The doc id must be the ordinal: check it once here rather than trust it on every read.
         let reader = index.reader().map_err(tv)?;
         let searcher = reader.searcher();
@@ -376,7 +401,7 @@ impl ServingIndexWriter {
                 )));
             }
         }
-        Ok(())
+        Ok(written)
     }
 }
 
@@ -1195,8 +1220,41 @@ fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Analyzers, ScoreFloor, ServingIndex, TermPruning, TextScoring};
+    use super::{
+        Analyzers, ScoreFloor, ServingIndex, ServingIndexWriter, TermPruning, TextScoring,
+    };
     use crate::row::{Row, RowType};
+
+    /// A writer whose heap fills many times writes many tantivy segments; merged into one they
+    /// keep the order the rows were added in (doc id = ordinal), which `finish` checks and the
+    /// rows read back by doc id confirm. Tantivy lists segments in a hash map's order,
+    /// so merging them as listed would scramble rows.
+    #[test]
+    fn rows_written_as_many_segments_keep_their_ordinals() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer =
+            ServingIndexWriter::with_heap(dir.path(), &Analyzers::current(), 15_000_000).unwrap();
+        let rows = 3_000;
+        let mut next = 1u64;
+        for i in 0..rows {
+            let mut row = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0);
+            let words: Vec<String> = (0..1_500)
+                .map(|_| {
+                    next = next.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    format!("w{}", (next >> 33) % 20_000)
+                })
+                .collect();
+            row.body = words.join(" ");
+            writer.add(&row).unwrap();
+        }
+        let written = writer.finish().unwrap();
+        assert!(written >= 4, "the heap filled {written} times: too few to test the order");
+        let index = ServingIndex::open(dir.path()).unwrap();
+        for i in (0..rows).step_by(97) {
+            let want = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0).id;
+            assert_eq!(index.row(i as u32).unwrap().id, want, "doc {i}");
+        }
+    }
 
     /// 300 rows of a small vocabulary, each word in a different field in different rows; the
     /// same rows for the same seed.

@@ -21,7 +21,7 @@ use crate::error::{FormatError, StoreError};
 use crate::manifest::{
     Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta, record_bytes,
 };
-use crate::merge::MergeLimits;
+use crate::merge::{MergeIndexes, MergeLimits};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -861,8 +861,9 @@ impl Store {
         limits: MergeLimits,
         progress: &(dyn Fn(usize, usize) + Send + Sync),
     ) -> Result<Vec<ManifestSegment>, StoreError> {
-        // Memory is counted in MiB permits; a merge estimated over the whole allowance takes
-        // it all (it runs alone).
+        // Memory is counted in MiB permits. A merge whose indexes side by side would pass the
+        // whole allowance writes them in turn; estimated over it even so, it takes it all (it
+        // runs alone).
         const MIB: u64 = 1 << 20;
         let mib = |bytes: u64| u32::try_from(bytes / MIB).unwrap_or(u32::MAX).max(1);
         let allowance = mib(limits.memory_bytes);
@@ -882,12 +883,16 @@ impl Store {
                     return Ok(entry);
                 }
                 let rows = group.iter().map(|s| s.rows).sum();
-                let need = mib(crate::merge::merge_memory_estimate(rows)).min(allowance);
+                let estimate = |indexes| mib(crate::merge::merge_memory_estimate(rows, indexes));
+                let (indexes, need) = match estimate(MergeIndexes::SideBySide) {
+                    need if need <= allowance => (MergeIndexes::SideBySide, need),
+                    _ => (MergeIndexes::InTurn, estimate(MergeIndexes::InTurn).min(allowance)),
+                };
                 // Semaphores are never closed here; acquiring in one order (memory, then a
                 // slot) everywhere keeps two merges from each holding what the other waits on.
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
-                let entry = self.write_merged(&group, &id, model, cache, work).await?;
+                let entry = self.write_merged(&group, &id, model, cache, work, indexes).await?;
                 finished();
                 Ok(entry)
             }
@@ -908,7 +913,9 @@ impl Store {
         let id = crate::merge::merged_id(group);
         match self.stored_merged(&id).await? {
             Some(entry) => Ok(entry),
-            None => self.write_merged(group, &id, model, cache, work).await,
+            None => {
+                self.write_merged(group, &id, model, cache, work, MergeIndexes::SideBySide).await
+            }
         }
     }
 
@@ -920,7 +927,8 @@ impl Store {
         Ok(Some(self.stored_segment_entry(id).await?.1))
     }
 
-    /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]).
+    /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]), its indexes
+    /// as `indexes` says.
     async fn write_merged(
         &self,
         group: &[ManifestSegment],
@@ -928,6 +936,7 @@ impl Store {
         model: &ModelIdentity,
         cache: &Path,
         work: &Path,
+        indexes: MergeIndexes,
     ) -> Result<ManifestSegment, StoreError> {
         let mut dirs = Vec::new();
         for m in group {
@@ -936,7 +945,8 @@ impl Store {
         let dir = work.join(id);
         let _ = std::fs::remove_dir_all(&dir);
         let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
-        tokio::task::spawn_blocking(move || crate::merge::write_merged_segment(&d, &i, &dirs, &m))
+        let write = move || crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes);
+        tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
         let entry = self.upload_segment(&dir, |_| {}).await?;

@@ -43,10 +43,12 @@ pub fn vector_file(vector_scalar: &str) -> &'static str {
 }
 
 /// Saves a built usearch index as `vectors.hnsw` at `path`: through a usearch file beside it,
-/// converted and removed.
-fn save_as_hnsw(index: &Index, path: &Path, dim: usize) -> Result<(), FormatError> {
+/// converted and removed. The index is dropped once saved, so the conversion (which maps the
+/// saved file) does not hold the graph a second time.
+fn save_as_hnsw(index: Index, path: &Path, dim: usize) -> Result<(), FormatError> {
     let tmp = path.with_extension("usearch-tmp");
     index.save(utf8(&tmp)?).map_err(vector_error(&tmp))?;
+    drop(index);
     let converted = convert_usearch(&tmp, path, dim);
     let removed = std::fs::remove_file(&tmp).map_err(|e| FormatError::io(&tmp, e));
     converted.and(removed)
@@ -134,7 +136,7 @@ impl VectorIndexBuilder {
 
     /// Writes the index to its file (`vectors.hnsw`).
     pub(crate) fn save(self) -> Result<(), FormatError> {
-        save_as_hnsw(&self.index, &self.path, self.dim)
+        save_as_hnsw(self.index, &self.path, self.dim)
     }
 }
 
@@ -180,7 +182,7 @@ pub fn write_vector_index_from(
     for (ordinal, v) in second.iter().filter(|(o, _)| *o as usize >= start) {
         index.add(SECOND_VECTOR + *ordinal as u64, v).map_err(&err)?;
     }
-    save_as_hnsw(&index, path, dim)
+    save_as_hnsw(index, path, dim)
 }
 
 /// The path as usearch takes it.

@@ -146,7 +146,9 @@ fn serve_each_segment_alone(store_dir: &Path) {
             let member = store.fetch_segment(seg, &work.path().join("members")).await.unwrap();
             let id = hubdex_formats::merged_id(std::slice::from_ref(seg));
             let dir = work.path().join(&id);
-            hubdex_formats::write_merged_segment(&dir, &id, &[member], &prev.model).unwrap();
+            let side_by_side = hubdex_formats::MergeIndexes::SideBySide;
+            hubdex_formats::write_merged_segment(&dir, &id, &[member], &prev.model, side_by_side)
+                .unwrap();
             merged.push(store.upload_segment(&dir, |_| {}).await.unwrap());
         }
         let now = chrono::Utc::now() + chrono::Duration::seconds(5);

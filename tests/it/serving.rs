@@ -7,8 +7,9 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, ModelIdentity, Row,
-    RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment, write_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeIndexes,
+    ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment,
+    write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -250,7 +251,8 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             let d = store.fetch_segment(s, &cache).await.unwrap();
             assert!(Segment::open(&d).is_err(), "a format-5 build segment has no serving files");
             let alone = dir.path().join("alone").join(&s.id);
-            write_merged_segment(&alone, "alone", &[d], &m.model).unwrap();
+            write_merged_segment(&alone, "alone", &[d], &m.model, MergeIndexes::SideBySide)
+                .unwrap();
             members.push(Arc::new(Segment::open(&alone).unwrap()));
         }
         let unmerged = OpenSnapshot::new(Manifest { merged: Vec::new(), ..m.clone() }, members);
@@ -339,7 +341,8 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
         for (way, limits) in [
             ("side by side", MergeLimits { memory_bytes: u64::MAX, parallel: 3 }),
             ("one at a time", MergeLimits::one_at_a_time()),
-            // An allowance smaller than any merge's estimate: each still runs, alone.
+            // An allowance smaller than any merge's estimate: each still runs, alone, writing
+            // its text index and vector graph in turn.
             ("within 1 byte", MergeLimits { memory_bytes: 1, parallel: 3 }),
         ] {
             let store_dir = work.path().join(way.replace(' ', "-"));

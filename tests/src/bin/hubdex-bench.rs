@@ -131,7 +131,9 @@ enum Command {
     Merge {
         #[arg(long)]
         store: PathBuf,
-        /// `streaming` (what hubdex does) or `in-memory` (every member's rows held).
+        /// `streaming` (what hubdex does: text index and vector graph side by side), `in-turn`
+        /// (streamed, one index after the other, as under a small budget) or `in-memory` (every
+        /// member's rows held).
         #[arg(long)]
         way: String,
     },
@@ -354,6 +356,7 @@ async fn prepare(
             "merged-probe",
             &dirs,
             &base_manifest.model,
+            hubdex_formats::MergeIndexes::SideBySide,
         )?;
         one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
         std::fs::remove_dir_all(&dir)?;
@@ -891,10 +894,13 @@ async fn merge_bench(store_dir: &Path, way: &str) -> anyhow::Result<Value> {
     let _ = std::fs::remove_dir_all(&out);
     let id = hubdex_formats::merged_id(&group);
     let t = Instant::now();
+    let streamed =
+        |indexes| hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model, indexes);
     let meta = match way {
-        "streaming" => hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model)?,
+        "streaming" => streamed(hubdex_formats::MergeIndexes::SideBySide)?,
+        "in-turn" => streamed(hubdex_formats::MergeIndexes::InTurn)?,
         "in-memory" => hubdex_formats::write_merged_in_memory(&out, &id, &dirs, &manifest.model)?,
-        other => anyhow::bail!("--way {other:?}: streaming or in-memory"),
+        other => anyhow::bail!("--way {other:?}: streaming, in-turn or in-memory"),
     };
     let seconds = t.elapsed().as_secs_f64();
     // The vector graph: vectors.hnsw from format 5, vectors.usearch before.
