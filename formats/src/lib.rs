@@ -64,7 +64,9 @@ pub use embed::{
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
-pub use malloc::{MALLOC_TRIM_THRESHOLD, restart_with_fixed_malloc_thresholds};
+pub use malloc::{
+    Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, restart_with_fixed_malloc_thresholds,
+};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,
     READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,

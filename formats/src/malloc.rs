@@ -8,10 +8,18 @@
 //! session held 154 MiB of anonymous memory, 60 of it freed and kept; with the thresholds fixed
 //! at glibc's own defaults it holds 94 MiB, with the same vectors and the same latency.
 //!
-//! The thresholds are read from the environment once, when the process starts, and the
+//! The indexer also caps glibc's arenas at two ([`Arenas::Two`]). Each thread that allocates
+//! while another holds an arena gets one of its own (up to 8 per core), and small blocks freed
+//! in an arena stay with it: a build's serving merges run one after another on fresh threads,
+//! and without the cap what each left behind added up (100k commits under 256 MiB: 287–334 MiB
+//! at the peak, 247 with two arenas, publish 179 → 191 s; docs/performance.md, "A merge's
+//! peak"). The server keeps glibc's default: its queries run on many threads at once.
+//!
+//! The settings are read from the environment once, when the process starts, and the
 //! workspace has no `unsafe` to call `mallopt`: so a process started without
-//! `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (same pid, arguments and
-//! open files). Where that cannot be done it carries on as it is.
+//! `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and `MALLOC_ARENA_MAX`
+//! where asked and not set; same pid, arguments and open files). Where that cannot be done it
+//! carries on as it is.
 
 /// The variable glibc reads; setting it also fixes the mmap threshold (no dynamic threshold).
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
@@ -19,11 +27,25 @@ pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 /// glibc's default trim threshold (128 KiB), made fixed.
 const TRIM_BYTES: &str = "131072";
 
-/// Restarts this process with fixed malloc thresholds unless the environment already sets
-/// them. Call it early in `main`: after logging is set up (a failed restart is logged at debug
-/// level) and before any thread starts. Returns only where the process is not restarted:
-/// already set, not glibc, or the restart failed (then the process carries on).
-pub fn restart_with_fixed_malloc_thresholds() {
+/// The variable glibc reads for the most arenas it makes.
+pub const MALLOC_ARENA_MAX: &str = "MALLOC_ARENA_MAX";
+
+/// How many malloc arenas a restarted process may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arenas {
+    /// glibc's default (8 per core): for many threads allocating at once (the server).
+    Default,
+    /// Two (unless the environment says otherwise): for a process whose long phases run on a
+    /// thread or two (the indexer).
+    Two,
+}
+
+/// Restarts this process with fixed malloc thresholds (and `arenas`) unless the environment
+/// already sets the thresholds. Call it early in `main`: after logging is set up (a failed
+/// restart is logged at debug level) and before any thread starts. Returns only where the
+/// process is not restarted: already set, not glibc, or the restart failed (then the process
+/// carries on).
+pub fn restart_with_fixed_malloc_thresholds(arenas: Arenas) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::os::unix::process::CommandExt as _;
@@ -34,11 +56,12 @@ pub fn restart_with_fixed_malloc_thresholds() {
         let mut args = std::env::args_os();
         let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
         // exec returns only on failure.
-        let err = std::process::Command::new(&exe)
-            .arg0(arg0)
-            .args(args)
-            .env(MALLOC_TRIM_THRESHOLD, TRIM_BYTES)
-            .exec();
+        let mut restart = std::process::Command::new(&exe);
+        restart.arg0(arg0).args(args).env(MALLOC_TRIM_THRESHOLD, TRIM_BYTES);
+        if arenas == Arenas::Two && std::env::var_os(MALLOC_ARENA_MAX).is_none() {
+            restart.env(MALLOC_ARENA_MAX, "2");
+        }
+        let err = restart.exec();
         tracing::debug!(exe = %exe.display(), "could not restart with fixed malloc thresholds: {err}");
     }
 }

@@ -277,8 +277,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     // After logging (so a failed restart is logged), before any thread: freed memory goes
-    // back to the system (docs/performance.md).
-    hubdex_formats::restart_with_fixed_malloc_thresholds();
+    // back to the system, and two arenas keep what the merges free from piling up
+    // (docs/performance.md).
+    hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -535,7 +535,7 @@ fn main() -> ExitCode {
     }
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system (docs/performance.md).
-    hubdex_formats::restart_with_fixed_malloc_thresholds();
+    hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Default);
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

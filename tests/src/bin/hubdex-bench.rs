@@ -1109,7 +1109,7 @@ fn main() -> anyhow::Result<()> {
         // A build is measured with the malloc settings `hubdex-index` runs with (it restarts
         // itself with them): without them glibc keeps freed blocks, and the peak measured is
         // the allocator's, not the build's (40k commits under 256 MiB: 543 against 349-414 MiB).
-        hubdex_formats::restart_with_fixed_malloc_thresholds();
+        hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
     }
     let rt = tokio::runtime::Runtime::new()?;
     let out = match cli.command {
