@@ -11,7 +11,7 @@
 //! The indexer also caps glibc's arenas at two ([`Arenas::Two`]). Each thread that allocates
 //! while another holds an arena gets one of its own (up to 8 per core), and small blocks freed
 //! in an arena stay with it: a build's serving merges run one after another on fresh threads,
-//! and without the cap what each left behind added up (100k commits under 256 MiB: 287–334 MiB
+//! and without the cap what each left behind added up (100k commits under 256 MiB: 280–326 MiB
 //! at the peak, 247 with two arenas, publish 179 → 191 s; docs/performance.md, "A merge's
 //! peak"). The server keeps glibc's default: its queries run on many threads at once.
 //!

@@ -57,8 +57,8 @@ pub enum MergeIndexes {
 /// for deciding how many merges may run at once and how ([`MergeLimits`], [`MergeIndexes`]).
 /// The text index: its writer's heap, then per row its buffers; the vector graph: per row its
 /// vector and links. Measured with `hubdex-bench merge` (docs/performance.md, "A merge's
-/// peak") on a unit of 128,259 diff rows, over the process's base: side by side 300–308 MiB
-/// (this says 328), in turn 208–215 (this says 206). Side by side it peaked at 454 MiB while
+/// peak") on a unit of 128,259 diff rows, over the process's base: side by side 295–303 MiB
+/// (this says 328), in turn 203–210 (this says 206). Side by side it peaked at 454 MiB while
 /// tantivy sorted the text index by ordinal.
 pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     const MIB: u64 = 1 << 20;

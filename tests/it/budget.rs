@@ -263,3 +263,47 @@ fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
     assert!(whole >= cut + 50, "peak {cut} MiB under 32 MiB against {whole} MiB unbounded");
 }
+
+/// The indexer runs with glibc's malloc thresholds fixed and two arenas (what serving merges
+/// free does not pile up in arenas of their own, docs/performance.md "A merge's peak"):
+/// started without them it restarts itself with them, in the same process, caught while it
+/// waits to read its config (a FIFO); an arena count the caller set is kept.
+#[test]
+fn the_indexer_runs_with_fixed_malloc_thresholds_and_two_arenas() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let (trim, arenas) = (hubdex_formats::MALLOC_TRIM_THRESHOLD, hubdex_formats::MALLOC_ARENA_MAX);
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("hubdex.toml");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (given, expected) in [(None, "2"), (Some("4"), "4")] {
+        let mut cmd = Command::new(hubdex_tests::bin("hubdex-index"));
+        cmd.args(["build", "--config", fifo.to_str().unwrap()])
+            .env_remove(trim)
+            .env_remove(arenas)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(v) = given {
+            cmd.env(arenas, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let restarted = format!("{trim}=131072");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let environ = loop {
+            let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+            let set: Vec<Vec<u8>> = environ.split(|b| *b == 0).map(<[u8]>::to_vec).collect();
+            if set.contains(&restarted.as_bytes().to_vec()) {
+                break set;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the indexer did not restart with {restarted}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let want = format!("{arenas}={expected}");
+        assert!(environ.contains(&want.as_bytes().to_vec()), "{want} not in the environment");
+    }
+}

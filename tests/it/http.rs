@@ -269,17 +269,19 @@ fn batches_methods_and_oversize_bodies_are_refused() {
 
 /// The server runs with glibc's malloc thresholds fixed (freed memory goes back to the system):
 /// started without the setting it restarts itself with it, in the same process; a value the
-/// caller set is kept.
+/// caller set is kept. Its arenas stay glibc's default (queries allocate on many threads).
 #[test]
 fn the_server_runs_with_fixed_malloc_thresholds_and_keeps_a_callers_value() {
     use std::process::{Command, Stdio};
     let var = hubdex_formats::MALLOC_TRIM_THRESHOLD;
+    let arenas = hubdex_formats::MALLOC_ARENA_MAX;
     for (given, expected) in [(None, "131072"), (Some("65536"), "65536")] {
         let port = hubdex_tests::free_port();
         let mut cmd = Command::new(hubdex_tests::bin("hubdex"));
         cmd.args(["--store", fixture().store.to_str().unwrap()])
             .args(["serve", "--http", &format!("127.0.0.1:{port}")])
             .env_remove(var)
+            .env_remove(arenas)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if let Some(v) = given {
@@ -291,6 +293,7 @@ fn the_server_runs_with_fixed_malloc_thresholds_and_keeps_a_callers_value() {
         let set: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
         let want = format!("{var}={expected}");
         assert!(set.contains(&want.as_bytes()), "{want} not in the server's environment");
+        assert!(!set.iter().any(|v| v.starts_with(arenas.as_bytes())), "{arenas} set");
         assert_eq!(request(port, "GET", "/healthz", "", &[]).0, 200);
     }
 }
