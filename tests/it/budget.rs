@@ -290,9 +290,8 @@ fn the_indexer_runs_with_fixed_malloc_thresholds_and_two_arenas() {
         let restarted = format!("{trim}=131072");
         let deadline = Instant::now() + Duration::from_secs(60);
         let environ = loop {
-            let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
-            let set: Vec<Vec<u8>> = environ.split(|b| *b == 0).map(<[u8]>::to_vec).collect();
-            if set.contains(&restarted.as_bytes().to_vec()) {
+            let set = hubdex_tests::environment(child.id());
+            if set.contains(&restarted) {
                 break set;
             }
             if Instant::now() > deadline {
@@ -304,6 +303,6 @@ fn the_indexer_runs_with_fixed_malloc_thresholds_and_two_arenas() {
         child.kill().unwrap();
         child.wait().unwrap();
         let want = format!("{arenas}={expected}");
-        assert!(environ.contains(&want.as_bytes().to_vec()), "{want} not in the environment");
+        assert!(environ.contains(&want), "{want} not in the environment");
     }
 }

@@ -289,11 +289,10 @@ fn the_server_runs_with_fixed_malloc_thresholds_and_keeps_a_callers_value() {
         }
         let server = crate::mcp_clients::Server(cmd.spawn().unwrap());
         hubdex_tests::wait_for_http(port, Duration::from_secs(60));
-        let environ = std::fs::read(format!("/proc/{}/environ", server.0.id())).unwrap();
-        let set: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        let set = hubdex_tests::environment(server.0.id());
         let want = format!("{var}={expected}");
-        assert!(set.contains(&want.as_bytes()), "{want} not in the server's environment");
-        assert!(!set.iter().any(|v| v.starts_with(arenas.as_bytes())), "{arenas} set");
+        assert!(set.contains(&want), "{want} not in the server's environment");
+        assert!(!set.iter().any(|v| v.starts_with(arenas)), "{arenas} set");
         assert_eq!(request(port, "GET", "/healthz", "", &[]).0, 200);
     }
 }

@@ -34,6 +34,17 @@ pub fn python() -> PathBuf {
     p
 }
 
+/// The environment process `pid` runs with now (/proc/PID/environ: after an exec, the new one),
+/// one `NAME=value` an entry; empty where the process is gone.
+pub fn environment(pid: u32) -> Vec<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    environ
+        .split(|b| *b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
