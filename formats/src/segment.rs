@@ -317,7 +317,7 @@ pub(crate) fn finish_meta_of(
     Ok(meta)
 }
 
-fn write_meta(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatError> {
+pub(crate) fn write_meta(dir: &Path, meta: &SegmentMeta) -> Result<(), FormatError> {
     let json = dir.join(SEGMENT_JSON);
     std::fs::write(&json, meta.to_bytes()).map_err(|e| FormatError::io(&json, e))
 }

@@ -870,6 +870,7 @@ impl Store {
         let memory = tokio::sync::Semaphore::new(allowance as usize);
         let slots = tokio::sync::Semaphore::new(limits.parallel.max(1));
         let groups = crate::merge::plan_merges(segments);
+        let stored = &self.merged_segment_ids().await?;
         let (all, done) = (groups.len(), std::sync::atomic::AtomicUsize::new(0));
         let finished = || {
             progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, all);
@@ -878,11 +879,11 @@ impl Store {
             let (memory, slots, finished) = (&memory, &slots, &finished);
             async move {
                 let id = crate::merge::merged_id(&group);
-                if let Some(entry) = self.stored_merged(&id).await? {
+                if let Some(entry) = self.stored_merged(&id, stored).await? {
                     finished();
                     return Ok(entry);
                 }
-                let rows = group.iter().map(|s| s.rows).sum();
+                let rows: u64 = group.iter().map(|s| s.rows).sum();
                 let estimate = |indexes| mib(crate::merge::merge_memory_estimate(rows, indexes));
                 let (indexes, need) = match estimate(MergeIndexes::SideBySide) {
                     need if need <= allowance => (MergeIndexes::SideBySide, need),
@@ -892,7 +893,9 @@ impl Store {
                 // slot) everywhere keeps two merges from each holding what the other waits on.
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
-                let entry = self.write_merged(&group, &id, model, cache, work, indexes).await?;
+                let threads = crate::merge::graph_threads(rows);
+                let entry =
+                    self.write_merged(&group, &id, model, cache, work, indexes, threads).await?;
                 finished();
                 Ok(entry)
             }
@@ -911,24 +914,56 @@ impl Store {
         work: &Path,
     ) -> Result<ManifestSegment, StoreError> {
         let id = crate::merge::merged_id(group);
-        match self.stored_merged(&id).await? {
+        match self.stored_merged(&id, &self.merged_segment_ids().await?).await? {
             Some(entry) => Ok(entry),
             None => {
-                self.write_merged(group, &id, model, cache, work, MergeIndexes::SideBySide).await
+                let rows = group.iter().map(|s| s.rows).sum();
+                let (indexes, threads) =
+                    (MergeIndexes::SideBySide, crate::merge::graph_threads(rows));
+                self.write_merged(group, &id, model, cache, work, indexes, threads).await
             }
         }
     }
 
-    /// The manifest entry of the merged segment `id` when the store holds it.
-    async fn stored_merged(&self, id: &str) -> Result<Option<ManifestSegment>, StoreError> {
-        if !self.has_segment(id).await? {
-            return Ok(None);
+    /// The ids of every merged segment the store holds, complete or not (one listing of
+    /// `segments/`).
+    async fn merged_segment_ids(&self) -> Result<Vec<String>, StoreError> {
+        let p = ObjectPath::from(SEGMENTS_DIR);
+        let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(obj(SEGMENTS_DIR))?;
+        let mut ids: Vec<String> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .filter(|id| id.starts_with("merged-"))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The manifest entry of a complete merged segment of the members [`merged_id`] named
+    /// `id`, when the store holds one: `id` itself (a store written before merged segments
+    /// were named by their write), else the first complete write of it among `stored`
+    /// ([`Self::merged_segment_ids`]). Any write serves: they hold the same rows.
+    ///
+    /// [`merged_id`]: crate::merge::merged_id
+    async fn stored_merged(
+        &self,
+        id: &str,
+        stored: &[String],
+    ) -> Result<Option<ManifestSegment>, StoreError> {
+        let writes = stored.iter().filter(|s| crate::merge::is_write_of(s, id));
+        for candidate in std::iter::once(id).chain(writes.map(String::as_str)) {
+            if self.has_segment(candidate).await? {
+                return Ok(Some(self.stored_segment_entry(candidate).await?.1));
+            }
         }
-        Ok(Some(self.stored_segment_entry(id).await?.1))
+        Ok(None)
     }
 
     /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]), its indexes
-    /// as `indexes` says.
+    /// as `indexes` says, its vector graph on `graph_threads` threads; uploaded under the id of
+    /// its write ([`crate::merge::is_write_of`]).
+    #[allow(clippy::too_many_arguments)]
     async fn write_merged(
         &self,
         group: &[ManifestSegment],
@@ -937,6 +972,7 @@ impl Store {
         cache: &Path,
         work: &Path,
         indexes: MergeIndexes,
+        graph_threads: usize,
     ) -> Result<ManifestSegment, StoreError> {
         let mut dirs = Vec::new();
         for m in group {
@@ -945,7 +981,8 @@ impl Store {
         let dir = work.join(id);
         let _ = std::fs::remove_dir_all(&dir);
         let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
-        let write = move || crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes);
+        let write =
+            move || crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes, graph_threads);
         tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;

@@ -106,36 +106,95 @@ pub struct VectorBase<'a> {
     pub rows: usize,
 }
 
+/// Vectors a graph built on several threads takes in at a time (one batch is split among the
+/// threads; about 1.5 MiB of 384-dimension vectors).
+const GRAPH_BATCH: usize = 4096;
+
 /// The vector index being built a vector at a time (no first graph to start from): a merge
 /// streams its members' vectors into it, main vectors in row order, then the second vectors,
-/// as [`write_vector_index_from`] inserts them, so the file is the same.
+/// as [`write_vector_index_from`] inserts them.
+///
+/// On one thread the file is the same bytes as [`write_vector_index_from`] writes. On more,
+/// vectors are taken in batches of [`GRAPH_BATCH`] and each batch is inserted by every thread
+/// at once (usearch's graph takes concurrent inserts): the same vectors and as good a graph,
+/// but which links a node gets depends on how the threads interleave, so two builds differ in
+/// bytes (a merged segment's id names its write: [`crate::merge`]).
 pub(crate) struct VectorIndexBuilder {
     index: Index,
     path: std::path::PathBuf,
     dim: usize,
+    threads: usize,
+    batch: Vec<(u64, Vec<i8>)>,
 }
 
 impl VectorIndexBuilder {
-    /// An empty index of `dim` dimensions with room for `capacity` vectors.
-    pub(crate) fn new(path: &Path, dim: usize, capacity: usize) -> Result<Self, FormatError> {
+    /// An empty index of `dim` dimensions with room for `capacity` vectors, inserted on
+    /// `threads` threads (at least one).
+    pub(crate) fn new(
+        path: &Path,
+        dim: usize,
+        capacity: usize,
+        threads: usize,
+    ) -> Result<Self, FormatError> {
         let err = vector_error(path);
+        let threads = threads.max(1);
         let index = Index::new(&options(dim, ScalarKind::I8)).map_err(&err)?;
-        index.reserve(capacity.max(1)).map_err(&err)?;
-        Ok(VectorIndexBuilder { index, path: path.to_path_buf(), dim })
+        index.reserve_capacity_and_threads(capacity.max(1), threads).map_err(&err)?;
+        let batch = Vec::with_capacity(if threads > 1 { GRAPH_BATCH } else { 0 });
+        Ok(VectorIndexBuilder { index, path: path.to_path_buf(), dim, threads, batch })
     }
 
     /// Adds the main vector of row `ordinal`.
-    pub(crate) fn add(&self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
-        self.index.add(ordinal as u64, v).map_err(vector_error(&self.path))
+    pub(crate) fn add(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
+        self.insert(ordinal as u64, v)
     }
 
     /// Adds the second (title) vector of row `ordinal`.
-    pub(crate) fn add_second(&self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
-        self.index.add(SECOND_VECTOR + ordinal as u64, v).map_err(vector_error(&self.path))
+    pub(crate) fn add_second(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
+        self.insert(SECOND_VECTOR + ordinal as u64, v)
+    }
+
+    fn insert(&mut self, key: u64, v: &[i8]) -> Result<(), FormatError> {
+        if self.threads == 1 {
+            return self.index.add(key, v).map_err(vector_error(&self.path));
+        }
+        self.batch.push((key, v.to_vec()));
+        if self.batch.len() == GRAPH_BATCH { self.insert_batch() } else { Ok(()) }
+    }
+
+    /// Inserts the batch taken in so far, each thread every `threads`-th vector of it.
+    fn insert_batch(&mut self) -> Result<(), FormatError> {
+        let (index, batch, threads) = (&self.index, &self.batch, self.threads);
+        let failed = std::thread::scope(|s| {
+            let inserting: Vec<_> =
+                (0..threads)
+                    .map(|t| {
+                        s.spawn(move || {
+                            batch.iter().skip(t).step_by(threads).try_for_each(|(key, v)| {
+                                index.add(*key, v).map_err(|e| e.to_string())
+                            })
+                        })
+                    })
+                    .collect();
+            let ended: Vec<_> = inserting.into_iter().map(|t| t.join()).collect();
+            ended.into_iter().find_map(|r| match r {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some("a thread inserting vectors panicked".to_string()),
+            })
+        });
+        self.batch.clear();
+        match failed {
+            None => Ok(()),
+            Some(detail) => Err(FormatError::Vectors { path: self.path.clone(), detail }),
+        }
     }
 
     /// Writes the index to its file (`vectors.hnsw`).
-    pub(crate) fn save(self) -> Result<(), FormatError> {
+    pub(crate) fn save(mut self) -> Result<(), FormatError> {
+        if !self.batch.is_empty() {
+            self.insert_batch()?;
+        }
         save_as_hnsw(self.index, &self.path, self.dim)
     }
 }
@@ -394,6 +453,54 @@ mod tests {
             assert_eq!(quantize(v), stored, "vector {i}");
         }
         assert_eq!(quantize(&vectors[500])[3], 127);
+    }
+
+    #[test]
+    fn a_graph_built_on_several_threads_holds_every_vector_and_finds_each_as_well() {
+        // 6,000 rows (two batches and a part of one), every tenth with a second vector.
+        let (dim, n) = (64, 6_000);
+        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        };
+        let vectors: Vec<Vec<f32>> = (0..n).map(|_| (0..dim).map(|_| next()).collect()).collect();
+        let seconds: Vec<(u32, Vec<f32>)> =
+            (0..n as u32).step_by(10).map(|o| (o, (0..dim).map(|_| next()).collect())).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let build = |threads: usize| {
+            let path = dir.path().join(format!("{threads}.hnsw"));
+            let mut b = VectorIndexBuilder::new(&path, dim, n + seconds.len(), threads).unwrap();
+            for (i, v) in vectors.iter().enumerate() {
+                b.add(i, &quantize(v)).unwrap();
+            }
+            for (o, v) in &seconds {
+                b.add_second(*o as usize, &quantize(v)).unwrap();
+            }
+            b.save().unwrap();
+            path
+        };
+        let (one, three, again) = (build(1), build(3), build(1));
+        let bytes = |p: &Path| std::fs::read(p).unwrap();
+        assert_eq!(bytes(&one), bytes(&again), "one thread: the same bytes every time");
+        let found = |path: &Path| {
+            let index = VectorIndex::open(path, dim, n as u64, seconds.len() as u64, VECTOR_SCALAR)
+                .unwrap();
+            let mut first = 0;
+            for (i, v) in vectors.iter().enumerate().step_by(7) {
+                first += usize::from(index.search(v, 1, None).unwrap()[0].0 == i as u64);
+            }
+            for (o, v) in seconds.iter().step_by(3) {
+                first += usize::from(index.search(v, 1, None).unwrap()[0].0 == u64::from(*o));
+            }
+            first
+        };
+        let asked = n.div_ceil(7) + seconds.len().div_ceil(3);
+        let (by_one, by_three) = (found(&one), found(&three));
+        assert!(by_one * 100 >= asked * 98, "one thread found {by_one} of {asked} first");
+        assert!(by_three * 100 >= asked * 98, "three threads found {by_three} of {asked} first");
     }
 
     #[test]

@@ -147,8 +147,15 @@ fn serve_each_segment_alone(store_dir: &Path) {
             let id = hubdex_formats::merged_id(std::slice::from_ref(seg));
             let dir = work.path().join(&id);
             let side_by_side = hubdex_formats::MergeIndexes::SideBySide;
-            hubdex_formats::write_merged_segment(&dir, &id, &[member], &prev.model, side_by_side)
-                .unwrap();
+            hubdex_formats::write_merged_segment(
+                &dir,
+                &id,
+                &[member],
+                &prev.model,
+                side_by_side,
+                1,
+            )
+            .unwrap();
             merged.push(store.upload_segment(&dir, |_| {}).await.unwrap());
         }
         let now = chrono::Utc::now() + chrono::Duration::seconds(5);

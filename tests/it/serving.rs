@@ -251,7 +251,7 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             let d = store.fetch_segment(s, &cache).await.unwrap();
             assert!(Segment::open(&d).is_err(), "a format-5 build segment has no serving files");
             let alone = dir.path().join("alone").join(&s.id);
-            write_merged_segment(&alone, "alone", &[d], &m.model, MergeIndexes::SideBySide)
+            write_merged_segment(&alone, "alone", &[d], &m.model, MergeIndexes::SideBySide, 1)
                 .unwrap();
             members.push(Arc::new(Segment::open(&alone).unwrap()));
         }
@@ -315,6 +315,62 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
 }
 
 #[test]
+fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_reused() {
+    use hubdex_formats::{MergeIndexes, MergeLimits, is_write_of, merged_id};
+    let f = fixture();
+    runtime().block_on(async {
+        let src = Store::open(&f.store.display().to_string()).unwrap();
+        let m = src.latest_manifest().await.unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
+        let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let store = Store::open(&work.path().join("store").display().to_string()).unwrap();
+        let entry = upload_as(&store, work.path(), "o/r", &rows, &m.model).await;
+        let group = std::slice::from_ref(&entry);
+        let (unit_cache, unit_work) = (work.path().join("cache"), work.path().join("units"));
+        let serve = || {
+            let limits = MergeLimits::one_at_a_time();
+            store.merge_for_serving(group, &m.model, &unit_cache, &unit_work, limits, &|_, _| {})
+        };
+        let first = serve().await.unwrap().remove(0);
+        let members = merged_id(group);
+        assert!(is_write_of(&first.id, &members) && first.id != members, "{}", first.id);
+
+        // A second builder writes the same unit: tantivy's files differ in bytes between any
+        // two writes (and a vector graph built on several threads does), so it is another write
+        // with an id of its own, and neither builder's files touch the other's.
+        let fetched = store.fetch_segment(&entry, &unit_cache).await.unwrap();
+        let again = work.path().join("again");
+        let side_by_side = MergeIndexes::SideBySide;
+        let meta =
+            write_merged_segment(&again, &members, &[fetched], &m.model, side_by_side, 2).unwrap();
+        assert!(is_write_of(&meta.id, &members), "{}", meta.id);
+        assert_ne!(meta.id, first.id);
+        let second = store.upload_segment(&again, |_| {}).await.unwrap();
+        for unit in [&first, &second] {
+            let fresh = tempfile::tempdir().unwrap();
+            let d = store.fetch_segment(unit, fresh.path()).await.unwrap();
+            assert_eq!(Segment::open(&d).unwrap().meta.rows, rows.len() as u64, "{}", unit.id);
+        }
+
+        // A later build writes nothing: it finds a complete write (the first, by id) and
+        // serves it.
+        let _ = std::fs::remove_dir_all(&unit_work);
+        let reused = serve().await.unwrap().remove(0);
+        let both = [first.id.clone(), second.id.clone()];
+        assert_eq!(reused.id, both.iter().min().unwrap().clone());
+        assert!(!unit_work.exists(), "nothing written");
+        // A write whose segment.json is missing (its upload was killed) is not served.
+        let min = both.iter().min().unwrap();
+        let root = work.path().join("store/segments");
+        std::fs::remove_file(root.join(min).join("segment.json")).unwrap();
+        let other = serve().await.unwrap().remove(0);
+        assert_eq!(&other.id, both.iter().max().unwrap());
+    });
+}
+
+#[test]
 fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
     use hubdex_formats::{MERGED_TARGET_ROWS, MergeLimits, boundary_after, plan_merges};
     let f = fixture();
@@ -368,8 +424,9 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
             units.push((way, merged));
         }
         // What a unit's files hold: tantivy names its segment files with a fresh uuid and lists
-        // them in meta.json, so those differ between any two writes; every other byte is the
-        // same, however many merges ran at once.
+        // them in meta.json, so those differ between any two writes (and so does the id of the
+        // write, its second part); every other byte is the same, however many merges ran at
+        // once (these units are small enough for a one-thread vector graph).
         let contents = |unit: &ManifestSegment| -> Vec<(String, String)> {
             unit.files
                 .iter()
@@ -384,7 +441,9 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
         let (first_way, first) = &units[0];
         for (way, merged) in &units[1..] {
             for (a, b) in first.iter().zip(merged) {
-                assert_eq!((&a.id, a.rows, &a.members), (&b.id, b.rows, &b.members), "{way}");
+                let of = |u: &ManifestSegment| u.id.rsplit_once('-').unwrap().0.to_string();
+                assert_eq!((of(a), a.rows, &a.members), (of(b), b.rows, &b.members), "{way}");
+                assert!(hubdex_formats::is_write_of(&a.id, &of(a)), "{}", a.id);
                 assert_eq!(contents(a), contents(b), "{way} against {first_way}");
             }
         }

@@ -136,6 +136,10 @@ enum Command {
         /// member's rows held).
         #[arg(long)]
         way: String,
+        /// Threads inserting into the vector graph of a streamed merge (the default: what a
+        /// build takes for a unit of that size, `hubdex_formats::graph_threads`).
+        #[arg(long)]
+        graph_threads: Option<usize>,
     },
     /// A synthetic history for the build-scale bench (issue 30).
     History {
@@ -350,6 +354,7 @@ async fn prepare(
             group.iter().map(|m| merge_cache.join("segments").join(&m.id)).collect();
         let dir = work.join("one-change");
         let _ = std::fs::remove_dir_all(&dir);
+        let rows = group.iter().map(|m| m.rows).sum();
         let t = Instant::now();
         let meta = hubdex_formats::write_merged_segment(
             &dir,
@@ -357,6 +362,7 @@ async fn prepare(
             &dirs,
             &base_manifest.model,
             hubdex_formats::MergeIndexes::SideBySide,
+            hubdex_formats::graph_threads(rows),
         )?;
         one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
         std::fs::remove_dir_all(&dir)?;
@@ -877,7 +883,11 @@ async fn embed_bench(
 }
 
 /// Writes the merged segment of the store's largest merge group one way.
-async fn merge_bench(store_dir: &Path, way: &str) -> anyhow::Result<Value> {
+async fn merge_bench(
+    store_dir: &Path,
+    way: &str,
+    graph_threads: Option<usize>,
+) -> anyhow::Result<Value> {
     let store = Store::open(store_dir.to_str().context("utf-8 store path")?)?;
     let manifest = store.latest_manifest().await?;
     let group = hubdex_formats::plan_merges(&manifest.segments)
@@ -893,9 +903,12 @@ async fn merge_bench(store_dir: &Path, way: &str) -> anyhow::Result<Value> {
     let out = cache.join(format!("out-{way}"));
     let _ = std::fs::remove_dir_all(&out);
     let id = hubdex_formats::merged_id(&group);
+    let rows = group.iter().map(|s| s.rows).sum();
+    let threads = graph_threads.unwrap_or_else(|| hubdex_formats::graph_threads(rows));
     let t = Instant::now();
-    let streamed =
-        |indexes| hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model, indexes);
+    let streamed = |indexes| {
+        hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model, indexes, threads)
+    };
     let meta = match way {
         "streaming" => streamed(hubdex_formats::MergeIndexes::SideBySide)?,
         "in-turn" => streamed(hubdex_formats::MergeIndexes::InTurn)?,
@@ -911,7 +924,8 @@ async fn merge_bench(store_dir: &Path, way: &str) -> anyhow::Result<Value> {
         .context("the merged segment has no vector graph")?;
     let vectors = hubdex_formats::hash_file(&graph)?.0;
     std::fs::remove_dir_all(&out)?;
-    Ok(json!({"way": way, "members": group.len(), "rows": meta.rows, "seconds": seconds,
+    Ok(json!({"way": way, "graph_threads": threads, "members": group.len(), "rows": meta.rows,
+              "seconds": seconds,
               "peak_rss_kib": status_kib("VmHWM:"), "peak_before_merge_kib": start_kib,
               "vectors_sha256": vectors}))
 }
@@ -1128,7 +1142,9 @@ fn main() -> anyhow::Result<()> {
         Command::Embed { base, model, n, texts_out, vectors_out, batch_tokens } => rt.block_on(
             embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref(), batch_tokens),
         )?,
-        Command::Merge { store, way } => rt.block_on(merge_bench(&store, &way))?,
+        Command::Merge { store, way, graph_threads } => {
+            rt.block_on(merge_bench(&store, &way, graph_threads))?
+        }
         Command::History { out, commits, seed } => {
             let t = Instant::now();
             hubdex_tests::synthetic_history(&out, commits, seed)?;
