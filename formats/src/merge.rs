@@ -210,9 +210,10 @@ fn name_by_write(dir: &Path, mut meta: SegmentMeta) -> Result<SegmentMeta, Forma
 /// graph is then the same bytes every time, and a small graph gains little from more threads.
 pub const PARALLEL_GRAPH_MIN_ROWS: u64 = 16_384;
 
-/// How many threads a merge of `rows` rows builds its vector graph on: one per core from
-/// [`PARALLEL_GRAPH_MIN_ROWS`] rows (measured on a 128k-row unit, 2 cores: in turn 86 → 44–48
-/// s, side by side 73 → 50 s; docs/performance.md), one below.
+/// How many threads a merge of `rows` rows builds its vector graph on when memory allows
+/// (its indexes side by side; a merge in turn takes one): one per core from
+/// [`PARALLEL_GRAPH_MIN_ROWS`] rows (measured on a 128k-row unit, 2 cores: side by side 69–83
+/// → 39–44 s; docs/performance.md), one below.
 pub fn graph_threads(rows: u64) -> usize {
     if rows < PARALLEL_GRAPH_MIN_ROWS {
         return 1;

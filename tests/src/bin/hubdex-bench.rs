@@ -923,11 +923,41 @@ async fn merge_bench(
         .find(|path| path.exists())
         .context("the merged segment has no vector graph")?;
     let vectors = hubdex_formats::hash_file(&graph)?.0;
+    let peak_kib = status_kib("VmHWM:");
+    let recall_at_10 = match graph.ends_with(hubdex_formats::VECTORS_HNSW) {
+        true => Value::from(graph_recall(&graph, &meta, &dirs[0])?),
+        false => Value::Null,
+    };
     std::fs::remove_dir_all(&out)?;
     Ok(json!({"way": way, "graph_threads": threads, "members": group.len(), "rows": meta.rows,
-              "seconds": seconds,
-              "peak_rss_kib": status_kib("VmHWM:"), "peak_before_merge_kib": start_kib,
-              "vectors_sha256": vectors}))
+              "seconds": seconds, "peak_rss_kib": peak_kib, "peak_before_merge_kib": start_kib,
+              "vectors_sha256": vectors, "recall_at_10": recall_at_10}))
+}
+
+/// A merged graph's recall of the exact top 10 (as served: ef 192, every candidate rescored),
+/// for 200 of the first member's row vectors as queries (the same rows every run, so graphs
+/// built on one thread and on several compare).
+fn graph_recall(
+    graph: &Path,
+    meta: &hubdex_formats::SegmentMeta,
+    first_member: &Path,
+) -> anyhow::Result<f64> {
+    use hubdex_formats::hnsw::{DEFAULT_EF, HnswIndex};
+    let index = HnswIndex::open(graph, meta.model.dim, meta.rows, meta.second_vectors)?;
+    let rows = read_rows(&first_member.join(hubdex_formats::ROWS_PARQUET), true)?;
+    let step = (rows.len() / 200).max(1);
+    let queries: Vec<Vec<f32>> = rows
+        .iter()
+        .step_by(step)
+        .take(200)
+        .map(|r| r.embedding.iter().map(|&x| f32::from(x)).collect())
+        .collect();
+    let mut sum = 0.0;
+    for q in &queries {
+        let got = index.search(q, 10, DEFAULT_EF, None, None)?;
+        sum += recall(&got, &index.exact(q, 10));
+    }
+    Ok(sum / queries.len().max(1) as f64)
 }
 
 /// One build, as issue 30's build-scale bench runs it (one per process: the peak is its own).
