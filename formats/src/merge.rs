@@ -187,7 +187,7 @@ pub fn is_write_of(id: &str, members_id: &str) -> bool {
     match id.strip_prefix(members_id) {
         Some("") => true,
         Some(rest) => rest.strip_prefix('-').is_some_and(|h| {
-            h.len() == 16 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            h.len() == 16 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         }),
         None => false,
     }
@@ -210,12 +210,13 @@ fn name_by_write(dir: &Path, mut meta: SegmentMeta) -> Result<SegmentMeta, Forma
 /// graph is then the same bytes every time, and a small graph gains little from more threads.
 pub const PARALLEL_GRAPH_MIN_ROWS: u64 = 16_384;
 
-/// How many threads a merge of `rows` rows builds its vector graph on when memory allows
-/// (its indexes side by side; a merge in turn takes one): one per core from
-/// [`PARALLEL_GRAPH_MIN_ROWS`] rows (measured on a 128k-row unit, 2 cores: side by side 69–83
-/// → 39–44 s; docs/performance.md), one below.
-pub fn graph_threads(rows: u64) -> usize {
-    if rows < PARALLEL_GRAPH_MIN_ROWS {
+/// How many threads a merge of `rows` rows, writing its indexes as `indexes` says, builds its
+/// vector graph on: one per core from [`PARALLEL_GRAPH_MIN_ROWS`] rows side by side (measured on
+/// a 128k-row unit, 2 cores: 69–83 → 30–44 s; docs/performance.md), else one. A merge in turn
+/// writes that way to hold less, and several threads added 25–44 MiB to a 100k-commit build's
+/// peak under 256 MiB (docs/performance.md), so it keeps one.
+pub fn graph_threads(rows: u64, indexes: MergeIndexes) -> usize {
+    if rows < PARALLEL_GRAPH_MIN_ROWS || indexes == MergeIndexes::InTurn {
         return 1;
     }
     std::thread::available_parallelism().map_or(1, usize::from)

@@ -893,13 +893,7 @@ impl Store {
                 // slot) everywhere keeps two merges from each holding what the other waits on.
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
-                // A merge that writes in turn to hold less builds its graph on one thread too:
-                // several added 25–44 MiB to a 100k-commit build's peak under 256 MiB
-                // (docs/performance.md).
-                let threads = match indexes {
-                    MergeIndexes::SideBySide => crate::merge::graph_threads(rows),
-                    MergeIndexes::InTurn => 1,
-                };
+                let threads = crate::merge::graph_threads(rows, indexes);
                 let entry =
                     self.write_merged(&group, &id, model, cache, work, indexes, threads).await?;
                 finished();
@@ -924,8 +918,8 @@ impl Store {
             Some(entry) => Ok(entry),
             None => {
                 let rows = group.iter().map(|s| s.rows).sum();
-                let (indexes, threads) =
-                    (MergeIndexes::SideBySide, crate::merge::graph_threads(rows));
+                let indexes = MergeIndexes::SideBySide;
+                let threads = crate::merge::graph_threads(rows, indexes);
                 self.write_merged(group, &id, model, cache, work, indexes, threads).await
             }
         }

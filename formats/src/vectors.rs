@@ -421,18 +421,22 @@ mod tests {
         vectors.iter().map(|v| quantize(v)).collect()
     }
 
+    /// Numbers in [-1, 1) from an xorshift generator seeded with `seed`: the same every run.
+    fn uniform(mut seed: u64) -> impl FnMut() -> f32 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
+        }
+    }
+
     #[test]
     fn quantize_keeps_what_usearch_keeps_of_a_float_vector() {
         // usearch's i8 index casts each f32 vector it is given; the vector read back is what
         // it kept. `quantize` must give the same bytes, or a graph built from rows.parquet's
         // i8 vectors would not be the graph built from the model's floats.
-        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
+        let mut next = uniform(0x2545_f491_4f6c_dd1d);
         let dim = 384;
         let mut vectors: Vec<Vec<f32>> =
             (0..500).map(|_| (0..dim).map(|_| next() * next()).collect()).collect();
@@ -459,13 +463,7 @@ mod tests {
     fn a_graph_built_on_several_threads_holds_every_vector_and_finds_each_as_well() {
         // 6,000 rows (two batches and a part of one), every tenth with a second vector.
         let (dim, n) = (64, 6_000);
-        let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng >> 11) as f32 / (1u64 << 53) as f32 * 2.0 - 1.0
-        };
+        let mut next = uniform(0x9e37_79b9_7f4a_7c15);
         let vectors: Vec<Vec<f32>> = (0..n).map(|_| (0..dim).map(|_| next()).collect()).collect();
         let seconds: Vec<(u32, Vec<f32>)> =
             (0..n as u32).step_by(10).map(|o| (o, (0..dim).map(|_| next()).collect())).collect();

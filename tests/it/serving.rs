@@ -314,16 +314,21 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
     });
 }
 
+/// The fixture's current snapshot and the rows (with their vectors) of its first segment.
+async fn first_segment_rows() -> (Manifest, Vec<Row>) {
+    let src = Store::open(&fixture().store.display().to_string()).unwrap();
+    let m = src.latest_manifest().await.unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
+    let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+    (m, rows)
+}
+
 #[test]
 fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_reused() {
     use hubdex_formats::{MergeIndexes, MergeLimits, is_write_of, merged_id};
-    let f = fixture();
     runtime().block_on(async {
-        let src = Store::open(&f.store.display().to_string()).unwrap();
-        let m = src.latest_manifest().await.unwrap();
-        let cache = tempfile::tempdir().unwrap();
-        let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
-        let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+        let (m, rows) = first_segment_rows().await;
         let work = tempfile::tempdir().unwrap();
         let store = Store::open(&work.path().join("store").display().to_string()).unwrap();
         let entry = upload_as(&store, work.path(), "o/r", &rows, &m.model).await;
@@ -373,13 +378,8 @@ fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_re
 #[test]
 fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
     use hubdex_formats::{MERGED_TARGET_ROWS, MergeLimits, boundary_after, plan_merges};
-    let f = fixture();
     runtime().block_on(async {
-        let src = Store::open(&f.store.display().to_string()).unwrap();
-        let m = src.latest_manifest().await.unwrap();
-        let cache = tempfile::tempdir().unwrap();
-        let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
-        let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
+        let (m, rows) = first_segment_rows().await;
         let third = rows.len() / 3;
         let parts = [&rows[..third], &rows[third..2 * third], &rows[2 * third..]];
         // Repository names after which the merge plan's content-defined boundary falls, so

@@ -137,7 +137,7 @@ enum Command {
         #[arg(long)]
         way: String,
         /// Threads inserting into the vector graph of a streamed merge (the default: what a
-        /// build takes for a unit of that size, `hubdex_formats::graph_threads`).
+        /// build takes for a unit of that size written that way, `hubdex_formats::graph_threads`).
         #[arg(long)]
         graph_threads: Option<usize>,
     },
@@ -362,7 +362,7 @@ async fn prepare(
             &dirs,
             &base_manifest.model,
             hubdex_formats::MergeIndexes::SideBySide,
-            hubdex_formats::graph_threads(rows),
+            hubdex_formats::graph_threads(rows, hubdex_formats::MergeIndexes::SideBySide),
         )?;
         one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
         std::fs::remove_dir_all(&dir)?;
@@ -903,17 +903,28 @@ async fn merge_bench(
     let out = cache.join(format!("out-{way}"));
     let _ = std::fs::remove_dir_all(&out);
     let id = hubdex_formats::merged_id(&group);
-    let rows = group.iter().map(|s| s.rows).sum();
-    let threads = graph_threads.unwrap_or_else(|| hubdex_formats::graph_threads(rows));
-    let t = Instant::now();
-    let streamed = |indexes| {
-        hubdex_formats::write_merged_segment(&out, &id, &dirs, &manifest.model, indexes, threads)
-    };
-    let meta = match way {
-        "streaming" => streamed(hubdex_formats::MergeIndexes::SideBySide)?,
-        "in-turn" => streamed(hubdex_formats::MergeIndexes::InTurn)?,
-        "in-memory" => hubdex_formats::write_merged_in_memory(&out, &id, &dirs, &manifest.model)?,
+    let indexes = match way {
+        "streaming" => Some(hubdex_formats::MergeIndexes::SideBySide),
+        "in-turn" => Some(hubdex_formats::MergeIndexes::InTurn),
+        "in-memory" => None,
         other => anyhow::bail!("--way {other:?}: streaming, in-turn or in-memory"),
+    };
+    let rows = group.iter().map(|s| s.rows).sum();
+    // Held in memory, the graph is built on one thread.
+    let threads = indexes.map_or(1, |indexes| {
+        graph_threads.unwrap_or_else(|| hubdex_formats::graph_threads(rows, indexes))
+    });
+    let t = Instant::now();
+    let meta = match indexes {
+        Some(indexes) => hubdex_formats::write_merged_segment(
+            &out,
+            &id,
+            &dirs,
+            &manifest.model,
+            indexes,
+            threads,
+        )?,
+        None => hubdex_formats::write_merged_in_memory(&out, &id, &dirs, &manifest.model)?,
     };
     let seconds = t.elapsed().as_secs_f64();
     // The vector graph: vectors.hnsw from format 5, vectors.usearch before.
