@@ -503,4 +503,38 @@ mod tests {
         let gone = before.iter().filter(|id| !after.contains(id)).count();
         assert_eq!(gone, 1, "one group rewritten: {before:?} -> {after:?}");
     }
+
+    /// Segment ids come from a store listing, which anyone with write access to the bucket can
+    /// add to: only the members id itself or it with one lowercase 16-hex write suffix serve it.
+    #[test]
+    fn only_the_members_id_or_one_write_of_it_is_taken_as_serving_those_members() {
+        let members = merged_id(&[seg("org/a", 10), seg("org/b", 20)]);
+        let other = merged_id(&[seg("org/a", 10)]);
+        let write = format!("{members}-0123456789abcdef");
+        assert!(is_write_of(&members, &members));
+        assert!(is_write_of(&write, &members));
+        assert!(is_write_of(&format!("{members}-{}", "f".repeat(16)), &members));
+        let look_alikes = [
+            format!("{members}-0123456789ABCDEF"),  // uppercase hex
+            format!("{members}-0123456789abcde"),   // one short
+            format!("{members}-0123456789abcdef0"), // one long
+            format!("{members}-0123456789abcdeg"),  // not hex
+            format!("{members}0123456789abcdef"),   // no dash
+            format!("{members}--0123456789abcdef"), // extra dash
+            format!("{write}-0123456789abcdef"),    // a write of a write
+            format!("{members}-"),                  // empty suffix
+            format!("{members}-01234567 89abcdef"), // space
+            format!("{members}-0123456789abcdé"),   // multibyte, 16 bytes
+            format!("x{write}"),                    // another prefix
+            format!("{other}-0123456789abcdef"),    // another unit's write
+            other.clone(),
+            members[..members.len() - 1].to_string(), // a prefix of the id
+            String::new(),
+        ];
+        for id in &look_alikes {
+            assert!(!is_write_of(id, &members), "{id:?} taken as a write of {members}");
+        }
+        // The members id is fixed-length, so no other unit's id or write starts with it.
+        assert_eq!(members.len(), other.len());
+    }
 }
