@@ -2,12 +2,14 @@
 //! commit's SHA, parents, message, times and changed paths, read once by the first pass over
 //! git (`git log --name-only`, see [`crate::local::read_repo`]).
 //!
-//! It is what edges need (messages, parents, tags: [`crate::edges`]), what a merge row lists its
-//! branch from (parents, subjects, paths: [`crate::local`]) and the order the second pass reads
-//! the commits in. It grows with the history, so it is kept small: strings end to end in one
-//! buffer each, parents as commit numbers, paths interned. Once edges are made, messages are
-//! cut to their titles ([`History::keep_titles`]), or dropped when no merge row will list
-//! any ([`History::drop_messages`]).
+//! It is what edges need (what messages say, parents, tags: [`crate::edges`]), what a merge row
+//! lists its branch from (parents, titles, paths: [`crate::local`]) and the order the second
+//! pass reads the commits in. It grows with the history, so it is kept small: strings end to
+//! end in one buffer each, parents as commit numbers, times as seconds, paths interned, every
+//! buffer shrunk to fit once the log is read. Of a message it keeps what edges read: the first
+//! line and the lines that could hold a reference ([`edge_lines`]), not the whole body. Once
+//! edges are made those are cut to titles ([`History::keep_titles`]), or dropped when no merge
+//! row will list any ([`History::drop_messages`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +42,15 @@ struct Texts {
 }
 
 impl Texts {
+    fn shrink_to_fit(&mut self) {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.text.capacity() + self.ends.capacity() * size_of::<usize>()
+    }
+
     fn push(&mut self, s: &str) {
         self.text.push_str(s);
         self.ends.push(self.text.len());
@@ -59,6 +70,15 @@ struct Lists {
 }
 
 impl Lists {
+    fn shrink_to_fit(&mut self) {
+        self.items.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.items.capacity() * size_of::<u32>() + self.ends.capacity() * size_of::<usize>()
+    }
+
     fn push(&mut self, items: impl IntoIterator<Item = u32>) {
         self.items.extend(items);
         self.ends.push(self.items.len());
@@ -73,10 +93,42 @@ impl Lists {
 /// What [`History`] keeps of each commit's message.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum Kept {
+    /// What edges read ([`edge_lines`]), and the titles that are not its first line.
     #[default]
-    Whole,
+    EdgeLines,
     Titles,
     Nothing,
+}
+
+/// A time kept as seconds since the epoch; `NO_TIME` for none.
+const NO_TIME: i64 = i64::MIN;
+
+/// What edges read of a commit message ([`crate::edges`]): its first line (the subject, for
+/// `Revert "…"` and a pull request's number) and every other line that could hold a reference.
+/// A reference (`#N`, `owner/repo#N`, a URL, a SHA in `This reverts commit <sha>` or anywhere)
+/// holds a `#`, a `://` or seven hex digits in a row, and no pattern edges match spans two
+/// lines (each stops at a line's end: [`crate::refs::find_refs`] splits words at whitespace,
+/// and the closing and revert patterns join words with spaces or tabs); a phrase of evidence
+/// is the line holding the match. So edges made from these lines are the ones the whole
+/// message gives, and a body of prose without references costs nothing.
+pub(crate) fn edge_lines(message: &str) -> String {
+    let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
+    let mut kept = first.to_string();
+    for line in rest.split('\n').filter(|l| may_hold_reference(l)) {
+        kept.push('\n');
+        kept.push_str(line);
+    }
+    kept
+}
+
+fn may_hold_reference(line: &str) -> bool {
+    let mut hex_run = 0;
+    line.contains('#')
+        || line.contains("://")
+        || line.bytes().any(|b| {
+            hex_run = if b.is_ascii_hexdigit() { hex_run + 1 } else { 0 };
+            hex_run >= 7
+        })
 }
 
 /// What the git history says: see the module's documentation.
@@ -89,11 +141,17 @@ pub(crate) struct History {
     parent_shas: Texts,
     parent_counts: Vec<u32>,
     parents: Lists,
-    /// Whole messages, or what [`History::keep_titles`] / [`History::drop_messages`] left.
+    /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
+    /// [`History::drop_messages`] left.
     messages: Texts,
+    /// The titles ([`clean_message`]'s) that are not their message's first line, trimmed (a
+    /// "Merge pull request #N" subject's is the next line), by commit number, until
+    /// [`History::keep_titles`].
+    other_titles: Vec<(CommitNo, String)>,
     kept: Kept,
-    committed_at: Vec<Option<DateTime<Utc>>>,
-    authored_at: Vec<Option<i64>>,
+    /// Seconds, [`NO_TIME`] for none.
+    committed_at: Vec<i64>,
+    authored_at: Vec<i64>,
     files: Lists,
     paths: Vec<Arc<str>>,
     path_numbers: HashMap<Arc<str>, u32>,
@@ -108,9 +166,16 @@ impl History {
             self.parent_shas.push(p);
         }
         self.parent_counts.push(u32::try_from(c.parents.len()).expect("fewer than 2^32 parents"));
-        self.messages.push(&c.message);
-        self.committed_at.push(c.committed_at);
-        self.authored_at.push(c.authored_at.map(|t| t.timestamp()));
+        let kept = edge_lines(&c.message);
+        let title = clean_message(&c.message).title;
+        if kept.lines().next().unwrap_or("").trim() != title {
+            let c = CommitNo::try_from(self.len() - 1).expect("fewer than 2^32 commits");
+            self.other_titles.push((c, title));
+        }
+        self.messages.push(&kept);
+        let seconds = |t: Option<DateTime<Utc>>| t.map_or(NO_TIME, |t| t.timestamp());
+        self.committed_at.push(seconds(c.committed_at));
+        self.authored_at.push(seconds(c.authored_at));
         let files: Vec<u32> = c.files.iter().map(|f| self.path_number(f)).collect();
         self.files.push(files);
     }
@@ -126,7 +191,8 @@ impl History {
         n
     }
 
-    /// Indexes the commits by SHA and resolves every parent to its commit number.
+    /// Indexes the commits by SHA and resolves every parent to its commit number; gives back
+    /// what the buffers grew by and did not fill.
     pub(crate) fn finish(&mut self) {
         let n = CommitNo::try_from(self.len()).expect("fewer than 2^32 commits");
         let mut by_sha: Vec<CommitNo> = (0..n).collect();
@@ -141,6 +207,32 @@ impl History {
             at += count;
             self.parents.push(parents);
         }
+        self.shas.shrink_to_fit();
+        self.parents.shrink_to_fit();
+        self.messages.shrink_to_fit();
+        self.other_titles.shrink_to_fit();
+        self.committed_at.shrink_to_fit();
+        self.authored_at.shrink_to_fit();
+        self.files.shrink_to_fit();
+        self.paths.shrink_to_fit();
+    }
+
+    /// The bytes the history holds on the heap (its buffers' capacities; the path map counted
+    /// by its entries): what a build's peak pays for it.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let paths: usize = self.paths.iter().map(|p| p.len() + 16).sum();
+        let path_map = self.path_numbers.capacity() * (size_of::<Arc<str>>() + size_of::<u32>());
+        let titles: usize = self.other_titles.iter().map(|(_, t)| t.capacity() + 32).sum();
+        self.shas.heap_bytes()
+            + self.by_sha.capacity() * size_of::<CommitNo>()
+            + self.parents.heap_bytes()
+            + self.messages.heap_bytes()
+            + titles
+            + (self.committed_at.capacity() + self.authored_at.capacity()) * size_of::<i64>()
+            + self.files.heap_bytes()
+            + self.paths.capacity() * size_of::<Arc<str>>()
+            + paths
+            + path_map
     }
 
     /// How many commits the history holds.
@@ -183,16 +275,22 @@ impl History {
         self.parents(c).next().flatten()
     }
 
-    /// The whole message (before [`History::keep_titles`]).
-    pub(crate) fn message(&self, c: CommitNo) -> &str {
-        debug_assert_eq!(self.kept, Kept::Whole, "messages were cut to their titles or dropped");
+    /// What edges read of the message ([`edge_lines`]; before [`History::keep_titles`]).
+    pub(crate) fn edge_lines(&self, c: CommitNo) -> &str {
+        debug_assert_eq!(self.kept, Kept::EdgeLines, "messages were cut to titles or dropped");
         self.messages.get(c as usize)
     }
 
     /// The cleaned title ([`clean_message`]'s): what a merge row lists of its branch.
     pub(crate) fn title(&self, c: CommitNo) -> String {
         match self.kept {
-            Kept::Whole => clean_message(self.messages.get(c as usize)).title,
+            Kept::EdgeLines => match self.other_titles.binary_search_by_key(&c, |(n, _)| *n) {
+                Ok(i) => self.other_titles[i].1.clone(),
+                Err(_) => {
+                    let kept = self.messages.get(c as usize);
+                    kept.lines().next().unwrap_or("").trim().to_string()
+                }
+            },
             Kept::Titles => self.messages.get(c as usize).to_string(),
             Kept::Nothing => {
                 debug_assert!(false, "messages were dropped");
@@ -203,14 +301,16 @@ impl History {
 
     /// Keeps only each message's title: what is needed once edges are made.
     pub(crate) fn keep_titles(&mut self) {
-        if self.kept != Kept::Whole {
+        if self.kept != Kept::EdgeLines {
             return;
         }
         let mut titles = Texts::default();
         for c in self.commits() {
-            titles.push(&clean_message(self.messages.get(c as usize)).title);
+            titles.push(&self.title(c));
         }
+        titles.shrink_to_fit();
         self.messages = titles;
+        self.other_titles = Vec::new();
         self.kept = Kept::Titles;
     }
 
@@ -218,6 +318,7 @@ impl History {
     /// its branch (a history without merges, or without commit rows).
     pub(crate) fn drop_messages(&mut self) {
         self.messages = Texts::default();
+        self.other_titles = Vec::new();
         self.kept = Kept::Nothing;
     }
 
@@ -227,7 +328,9 @@ impl History {
     }
 
     pub(crate) fn committed_at(&self, c: CommitNo) -> Option<DateTime<Utc>> {
-        self.committed_at[c as usize]
+        Some(self.committed_at[c as usize])
+            .filter(|&t| t != NO_TIME)
+            .and_then(|t| DateTime::from_timestamp(t, 0))
     }
 
     /// The paths commit `c` changed.
@@ -309,7 +412,7 @@ mod tests {
         // A parent the history does not hold (a shallow clone) ends a walk.
         assert_eq!(history.parents(a1).collect::<Vec<_>>(), [None]);
         assert_eq!(history.files(b2).collect::<Vec<_>>(), ["y.rs", "x.rs"]);
-        assert_eq!(history.message(c3), "Merge branch 'x'\n\nBody");
+        assert_eq!(history.edge_lines(c3), "Merge branch 'x'");
         assert_eq!(history.find("d4"), None);
         assert_eq!(history.resolve_prefix("B"), Some("b2"));
         assert_eq!(history.first_parent_chain(Some("c3")), [true, true, true]);
@@ -323,6 +426,65 @@ mod tests {
         let linear =
             History::of(&[commit("b", &["a"], "B", &[]), commit("a", &[], "A", &[])], vec![]);
         assert!(!linear.has_merges());
+    }
+
+    #[test]
+    fn a_merged_pull_request_s_title_is_its_description_s_first_line_before_and_after_cutting() {
+        let mut history = History::of(
+            &[
+                commit("b", &["a"], "Merge pull request #7 from o/b\n\nAdd the thing\n\nMore", &[]),
+                commit("a", &[], "  Start  \n\nprose", &[]),
+            ],
+            vec![],
+        );
+        let (b, a) = (history.find("b").unwrap(), history.find("a").unwrap());
+        assert_eq!(history.edge_lines(b), "Merge pull request #7 from o/b");
+        assert_eq!((history.title(b), history.title(a)), ("Add the thing".into(), "Start".into()));
+        history.keep_titles();
+        assert_eq!((history.title(b), history.title(a)), ("Add the thing".into(), "Start".into()));
+    }
+
+    /// What a build pays per commit for its history, on commits shaped like real ones (a
+    /// subject, a body of prose, a reference now and then, sign-offs, two or three paths).
+    #[test]
+    fn a_history_holds_little_more_than_each_commit_s_sha_subject_and_numbers() {
+        let n = 20_000;
+        let commits: Vec<Commit> = (0..n)
+            .map(|i| {
+                let mut message = format!("Tune the parser's buffer for case {i}\n\n");
+                message.push_str(
+                    &"The parser read one byte at a time; it reads a block now. ".repeat(3),
+                );
+                if i % 10 == 0 {
+                    message.push_str(&format!("\n\nFixes #{i}"));
+                }
+                message.push_str("\n\nSigned-off-by: A Person <a.person@example.com>");
+                Commit {
+                    sha: format!("{:040x}", i as u128 * 0x9e37_79b9_7f4a_7c15),
+                    parents: if i + 1 < n {
+                        vec![format!("{:040x}", (i + 1) as u128 * 0x9e37_79b9_7f4a_7c15)]
+                    } else {
+                        vec![]
+                    },
+                    message,
+                    committed_at: DateTime::from_timestamp(1_700_000_000 - i as i64, 0),
+                    authored_at: DateTime::from_timestamp(1_700_000_000 - i as i64, 0),
+                    files: vec![format!("src/m{}.rs", i % 300), format!("src/m{}.rs", i % 7)],
+                    ..Commit::default()
+                }
+            })
+            .collect();
+        let message_bytes: usize = commits.iter().map(|c| c.message.len()).sum();
+        let history = History::of(&commits, vec![]);
+        let per_commit = history.heap_bytes() / n;
+        // SHA 40 + its end 8 + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + two
+        // times 16 + two paths 8 + their end 8 = ~142 bytes; the whole messages were ~250 more.
+        assert!(per_commit <= 160, "{per_commit} bytes a commit");
+        assert!(history.heap_bytes() < message_bytes, "less than the messages alone");
+        assert_eq!(
+            history.title(history.find(&commits[5].sha).unwrap()),
+            "Tune the parser's buffer for case 5"
+        );
     }
 
     #[test]
