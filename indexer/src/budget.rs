@@ -17,6 +17,9 @@ use std::collections::HashMap;
 
 use hubdex_formats::{Edge, FileText, MergeLimits, Row, RowType, boundary_after};
 
+use crate::edges::{CommitReleases, RepoEdges};
+use crate::history::History;
+
 /// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
 
@@ -208,14 +211,18 @@ impl Filling {
 /// segment.
 ///
 /// Only the rows of the segment being filled (and, until the rows pass `share`, the ones
-/// before it) are held: the cut of a whole repository never is.
-pub(crate) struct Cutter {
+/// before it) are held: the cut of a whole repository never is. A commit's `shipped_in` edge
+/// is made when its first row comes ([`CommitReleases`]).
+pub(crate) struct Cutter<'h> {
     share: u64,
     dim: usize,
     /// Files by the entity of their rows, until that entity's first row comes.
     files: HashMap<String, Vec<FileText>>,
-    /// Edges (with their index) by source entity, likewise.
+    /// Edges (with their place in the repository's order) by source entity, likewise.
     edges: HashMap<String, Vec<(usize, Edge)>>,
+    /// The commits' `shipped_in` edges, made from `history` as their commits' rows come.
+    commit_edges: CommitReleases,
+    history: &'h History,
     open: Filling,
     /// Closed parts not handed out yet: all of them while the rows fit in one share, then the
     /// last one (which takes the files and edges no row claimed, at the end).
@@ -225,26 +232,32 @@ pub(crate) struct Cutter {
     total: u64,
 }
 
-impl Cutter {
-    /// A cutter of rows whose files and edges are `files` and `edges`.
-    pub(crate) fn new(files: Vec<FileText>, edges: Vec<Edge>, share: u64, dim: usize) -> Cutter {
+impl<'h> Cutter<'h> {
+    /// A cutter of rows whose files and edges are `files` and `edges` (of `history`'s commits).
+    pub(crate) fn new(
+        files: Vec<FileText>,
+        edges: RepoEdges,
+        history: &'h History,
+        share: u64,
+        dim: usize,
+    ) -> Cutter<'h> {
         let mut by_entity: HashMap<String, Vec<FileText>> = HashMap::new();
         for f in files {
             by_entity.entry(format!("file/{}", f.path)).or_default().push(f);
         }
         let mut by_source: HashMap<String, Vec<(usize, Edge)>> = HashMap::new();
-        for (i, e) in edges.into_iter().enumerate() {
+        for (i, e) in edges.listed {
             by_source.entry(e.source.clone()).or_default().push((i, e));
         }
-        // Most sources have one edge (in a tagged history, a `shipped_in` per commit), and a
-        // Vec grown by one push has room for four: shrunk, a rebuild of 40k commits with 400
-        // release tags peaks at 150 MiB, against 158.
+        // Most sources have one edge, and a Vec grown by one push has room for four.
         by_source.values_mut().for_each(Vec::shrink_to_fit);
         Cutter {
             share,
             dim,
             files: by_entity,
             edges: by_source,
+            commit_edges: edges.commits,
+            history,
             open: Filling::default(),
             closed: Vec::new(),
             ready: Vec::new(),
@@ -263,6 +276,9 @@ impl Cutter {
         }
         if let Some(edges) = self.edges.remove(row.entity.as_str()) {
             self.open.edges.extend(edges);
+        }
+        if let Some(edge) = self.commit_edges.take(self.history, &row.entity) {
+            self.open.edges.push(edge);
         }
         let boundary = boundary_after(&row.id, b, self.share);
         self.open.rows.push(row);
@@ -304,6 +320,7 @@ impl Cutter {
         }
         last.files.extend(self.files.into_values().flatten());
         last.edges.extend(self.edges.into_values().flatten());
+        last.edges.extend(self.commit_edges.take_rest(self.history));
         let mut out = self.ready;
         out.push(last.into_part());
         out
@@ -320,7 +337,8 @@ pub(crate) fn cut(
     dim: usize,
 ) -> Vec<Part> {
     rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
-    let mut cutter = Cutter::new(files, edges, share, dim);
+    let no_history = History::default();
+    let mut cutter = Cutter::new(files, RepoEdges::of(edges), &no_history, share, dim);
     let mut parts = Vec::new();
     for r in rows {
         cutter.push(r);
@@ -428,5 +446,57 @@ mod tests {
         let src_rows = holding(&|p| p.rows.iter().any(|r| r.entity == source));
         assert_eq!(holding(&|p| p.edges.iter().any(|e| e.source == source)), src_rows);
         assert_eq!(holding(&|p| p.edges.iter().any(|e| e.source == "issue/9")), parts.len() - 1);
+    }
+
+    /// A tagged history's commits' `shipped_in` edges, made as their rows are cut, are the ones
+    /// the whole list holds, in the same build segments at the same places; a commit without a
+    /// row gives its edge to the last segment, as a listed edge without a row goes.
+    #[test]
+    fn commit_edges_made_as_their_rows_come_land_where_the_listed_ones_do() {
+        use crate::edges::{ReleaseTags, repo_edges};
+        use crate::git::Commit;
+        use crate::history::{History, Tag};
+        let sha = |i: usize| format!("{i:040x}");
+        let commits: Vec<Commit> = (0..600)
+            .rev()
+            .map(|i| Commit {
+                sha: sha(i),
+                parents: if i > 0 { vec![sha(i - 1)] } else { vec![] },
+                message: if i % 50 == 7 { format!("Fix #{i}") } else { format!("Change {i}") },
+                ..Commit::default()
+            })
+            .collect();
+        let tag =
+            |k: usize| Tag { name: format!("v0.{k}.0"), commit: sha(k * 100 + 50), date: None };
+        let history = History::of(&commits, (0..6).map(tag).collect());
+        let mut rows: Vec<Row> = (0..600).filter(|i| i % 97 != 5).map(commit).collect();
+        rows.push(Row::new(RowType::Issue, "o/r", "issue/57", 0));
+        rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
+        let edges = || {
+            let threads = &rows[rows.len() - 1..];
+            repo_edges("o/r", None, threads, &history, true, &ReleaseTags::Versions)
+        };
+        let share = 60_000;
+        let mut cutter = Cutter::new(Vec::new(), edges(), &history, share, 384);
+        let mut lazily = Vec::new();
+        for r in rows.clone() {
+            cutter.push(r);
+            lazily.extend(cutter.take_ready());
+        }
+        lazily.extend(cutter.finish());
+        let listed = cut(rows.clone(), Vec::new(), edges().into_vec(&history), share, 384);
+        assert!(listed.len() > 3, "{} segments", listed.len());
+        assert_eq!(ids(&lazily), ids(&listed));
+        for (a, b) in lazily.iter().zip(&listed) {
+            assert_eq!(a.edges, b.edges);
+        }
+        let shipped =
+            |p: &Part| p.edges.iter().filter(|e| e.target.starts_with("release/")).count();
+        // Commits 0..=550 are in a release tag, and so ships each issue one of them fixes
+        // (#7, #57, … #507).
+        assert_eq!(lazily.iter().map(shipped).sum::<usize>(), 551 + 11);
+        let rowless = format!("commit/{}", sha(5));
+        let last = lazily.last().unwrap();
+        assert!(last.edges.iter().any(|e| e.source == rowless), "a row-less commit's edge");
     }
 }

@@ -20,7 +20,7 @@ use crate::budget::{self, MemoryBudget};
 use crate::progress::{bar, spinner};
 
 use crate::config::RepoRules;
-use crate::edges::{ReleaseTags, repo_edges};
+use crate::edges::{ReleaseTags, RepoEdges, repo_edges};
 use crate::git;
 use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
@@ -324,7 +324,7 @@ pub(crate) struct Crawled {
     /// The history's rows (commits and diffs), streamed from git.
     pub(crate) commits: CommitRows,
     /// Cross-references of the repository (see [`crate::edges`]).
-    pub(crate) edges: Vec<Edge>,
+    pub(crate) edges: RepoEdges,
     pub(crate) files: Vec<FileText>,
     pub(crate) cursor: Option<Cursor>,
 }
@@ -407,7 +407,12 @@ pub(crate) async fn crawl_one(
     let rules = plan.rules_of(repo);
     rows.retain(|r| rules.keeps(r));
     files.retain(|f| rules.keeps_path(&f.path));
-    crawl.set_message(format!("cross-references of {repo}"));
+    let history = commits.history();
+    let held = history.heap_bytes() as f64 / f64::from(1 << 20);
+    crawl.set_message(format!(
+        "cross-references of {repo} ({} commits, history held {held:.1} MiB)",
+        history.len()
+    ));
     let releases = ReleaseTags::of(rules.release_tags.as_ref(), &rows);
     let commit_rows = commits.has_commit_rows();
     let edges = repo_edges(repo, web.as_deref(), &rows, commits.history(), commit_rows, &releases);
@@ -443,7 +448,7 @@ pub(crate) fn cut_stream(
     let repo = repo.to_string();
     let handle = tokio::task::spawn_blocking(move || {
         let Crawled { mut rows, commits, files, edges, .. } = crawled;
-        let mut cutter = budget::Cutter::new(files, edges, share, dim);
+        let mut cutter = budget::Cutter::new(files, edges, commits.history(), share, dim);
         let mut open = true;
         let mut send = |cutter: &mut budget::Cutter| {
             for part in cutter.take_ready() {

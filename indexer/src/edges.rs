@@ -11,9 +11,16 @@
 //!   SHA (a SHA only when it names a commit of this repository);
 //! - `shipped_in`: a commit to the first release (by tag date) whose tag contains it; an issue
 //!   or pull request to the earliest release of the commits that close or merge it.
+//!
+//! In a tagged history nearly every commit has a `shipped_in` edge, and listed they held about
+//! 1 KB a commit (the edge's strings and the set that deduplicates edges): [`RepoEdges`] keeps
+//! a commit's release as two numbers instead ([`CommitReleases`]), and its edge is made when
+//! the build cuts that commit's rows.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
 
 use hubdex_formats::{Edge, EdgeKind, Row, RowType, entity_web_path, row_id};
 use regex::Regex;
@@ -197,6 +204,98 @@ fn pull_request_number(subject: &str) -> Option<u64> {
     subject.trim_end().strip_suffix(')')?.rsplit_once("(#")?.1.parse().ok()
 }
 
+/// A repository's edges ([`repo_edges`]), in their order: the listed ones with their places,
+/// and each commit's `shipped_in` edge, made when asked ([`CommitReleases`]).
+#[derive(Debug, Default)]
+pub(crate) struct RepoEdges {
+    /// Every edge but the commits' `shipped_in` ones, each with its place in the order.
+    pub(crate) listed: Vec<(usize, Edge)>,
+    pub(crate) commits: CommitReleases,
+}
+
+impl RepoEdges {
+    /// Edges already made (a staged crawl's), in this order.
+    pub(crate) fn of(edges: Vec<Edge>) -> RepoEdges {
+        RepoEdges { listed: edges.into_iter().enumerate().collect(), ..RepoEdges::default() }
+    }
+
+    /// Every edge, in order, the commits' made now: for what holds them all at once (the
+    /// staged crawl's file, tests).
+    pub(crate) fn into_vec(mut self, history: &History) -> Vec<Edge> {
+        let mut all = self.listed;
+        all.extend(self.commits.take_rest(history));
+        all.sort_by_key(|(i, _)| *i);
+        all.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// No release, or an edge already taken.
+const NO_RELEASE: u32 = u32::MAX;
+
+/// The `shipped_in` edge of each commit a release holds, kept as numbers and made when asked:
+/// the one [`repo_edges`] would have listed, at the same place in the order.
+#[derive(Debug, Default)]
+pub(crate) struct CommitReleases {
+    repo: String,
+    web: Option<String>,
+    /// Whether every commit has a row (the edge's evidence).
+    commit_rows: bool,
+    /// The release tags, oldest first: name and date.
+    tags: Vec<(String, Option<DateTime<Utc>>)>,
+    /// Per commit number: its release (a place in `tags`), [`NO_RELEASE`] for none or once its
+    /// edge is taken.
+    release: Vec<u32>,
+    /// Per commit number: its edge's place in the repository's edge order.
+    place: Vec<u32>,
+}
+
+impl CommitReleases {
+    /// How many edges are left to take.
+    pub(crate) fn len(&self) -> usize {
+        self.release.iter().filter(|&&r| r != NO_RELEASE).count()
+    }
+
+    /// The edge of the commit `entity` names (`commit/<sha>`), with its place; once.
+    pub(crate) fn take(&mut self, history: &History, entity: &str) -> Option<(usize, Edge)> {
+        if self.release.is_empty() {
+            return None;
+        }
+        let c = history.find(entity.strip_prefix("commit/")?)?;
+        self.take_commit(history, c)
+    }
+
+    /// Every edge not taken yet, in order.
+    pub(crate) fn take_rest(&mut self, history: &History) -> Vec<(usize, Edge)> {
+        let left: Vec<CommitNo> = history.commits().filter(|&c| self.holds(c)).collect();
+        left.into_iter().filter_map(|c| self.take_commit(history, c)).collect()
+    }
+
+    fn holds(&self, c: CommitNo) -> bool {
+        self.release.get(c as usize).is_some_and(|&r| r != NO_RELEASE)
+    }
+
+    fn take_commit(&mut self, history: &History, c: CommitNo) -> Option<(usize, Edge)> {
+        let ti = std::mem::replace(self.release.get_mut(c as usize)?, NO_RELEASE);
+        let (name, date) = self.tags.get(ti as usize)?;
+        let sha = history.sha(c);
+        let date = date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
+        let evidence = format!("tag {name}{date} contains {}", &sha[..sha.len().min(12)]);
+        let source = format!("commit/{sha}");
+        let target = format!("release/{name}");
+        let edge = Edge {
+            kind: EdgeKind::ShippedIn,
+            source_repo: self.repo.clone(),
+            evidence_id: self.commit_rows.then(|| row_id(RowType::Commit, &self.repo, &source, 0)),
+            source,
+            target_url: url_of(self.web.as_deref(), &self.repo, &self.repo, &target),
+            target_repo: self.repo.clone(),
+            target,
+            evidence,
+        };
+        Some((self.place[c as usize] as usize, edge))
+    }
+}
+
 /// Every edge of `repo`, from `history` and the repository's other final `rows` (threads,
 /// releases, docs, code: after its rules; its history's rows, if given, are passed over).
 /// `commit_rows` says whether every commit of the history has a row (evidence of its edges);
@@ -208,7 +307,7 @@ pub(crate) fn repo_edges(
     history: &History,
     commit_rows: bool,
     releases: &ReleaseTags,
-) -> Vec<Edge> {
+) -> RepoEdges {
     let commit_row =
         |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
     let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
@@ -313,8 +412,19 @@ pub(crate) fn repo_edges(
         mentions(&mut set, &r.entity, Some(&r.id), &r.body, repo, history);
     }
 
-    shipped_in(&mut set, history, releases, &commit_row);
-    set.edges
+    let mut commits = CommitReleases {
+        repo: repo.to_string(),
+        web: web.map(str::to_string),
+        commit_rows,
+        ..CommitReleases::default()
+    };
+    let before = set.edges.len();
+    shipped_in(&mut set, history, releases, &mut commits);
+    // The commits' edges come between the edges made before them and the ones after.
+    let after = commits.len();
+    let listed = set.edges.into_iter().enumerate();
+    let listed = listed.map(|(i, e)| (if i < before { i } else { i + after }, e)).collect();
+    RepoEdges { listed, commits }
 }
 
 /// A release (its position among the release tags), how an entity reached it, and the row
@@ -357,13 +467,14 @@ fn mentions(
 }
 
 /// `shipped_in` edges: each commit to the first release (by tag date, then name) whose tag
-/// contains it; each issue or pull request to the earliest release of the commits that close
-/// or merge it (through a pull request that closes it, too).
+/// contains it (in `commits`, its edge to be made when asked: [`CommitReleases`]); each issue
+/// or pull request to the earliest release of the commits that close or merge it (through a
+/// pull request that closes it, too), in `set`.
 fn shipped_in(
     set: &mut EdgeSet<'_>,
     history: &History,
     releases: &ReleaseTags,
-    commit_row: &dyn Fn(&str) -> Option<String>,
+    commits: &mut CommitReleases,
 ) {
     let repo = set.repo.to_string();
     let mut tags: Vec<(&Tag, CommitNo)> = history
@@ -388,18 +499,18 @@ fn shipped_in(
     }
     let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].0.name));
     let short = |sha: &str| sha[..sha.len().min(12)].to_string();
-    for c in history.commits() {
-        if let Some(ti) = release_of[c as usize] {
-            let (tag, sha) = (tags[ti].0, history.sha(c));
-            let date = tag.date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
-            let evidence = format!("tag {}{date} contains {}", tag.name, short(sha));
-            set.add(
-                EdgeKind::ShippedIn,
-                &format!("commit/{sha}"),
-                release(ti),
-                commit_row(sha).as_deref(),
-                evidence,
-            );
+    // Each commit's edge, in commit order after the edges made so far: kept as numbers.
+    if release_of.iter().any(Option::is_some) {
+        let first = set.edges.len();
+        commits.tags = tags.iter().map(|(t, _)| (t.name.clone(), t.date)).collect();
+        commits.release = Vec::with_capacity(history.len());
+        commits.place = Vec::with_capacity(history.len());
+        let mut next = first;
+        for ti in &release_of {
+            let ti = ti.and_then(|ti| u32::try_from(ti).ok()).unwrap_or(NO_RELEASE);
+            commits.release.push(ti);
+            commits.place.push(u32::try_from(next).unwrap_or(u32::MAX));
+            next += usize::from(ti != NO_RELEASE);
         }
     }
     // Issues and pull requests: the earliest release of what closes or merges them.
@@ -558,7 +669,8 @@ mod tests {
             &history,
             false,
             &ReleaseTags::Versions,
-        );
+        )
+        .into_vec(&history);
         assert_eq!(find(&edges, EdgeKind::Closes, "commit/b2"), ["issue/3"]);
         assert_eq!(find(&edges, EdgeKind::PullRequestOf, "commit/b2"), ["issue/5"]);
         assert_eq!(find(&edges, EdgeKind::Mentions, "commit/b2"), ["issue/4"]);

@@ -67,7 +67,6 @@ pub(crate) fn read_repo(
     history.finish();
     history.tags = git::tags(dir)?;
     let commits = history.len();
-    let history_mib = history.heap_bytes() as f64 / f64::from(1 << 20);
     let mainline = if history.has_merges() && rules.wants(RowType::Commit) {
         history.first_parent_chain(git::head(dir)?.as_deref())
     } else {
@@ -93,9 +92,7 @@ pub(crate) fn read_repo(
         read_code(dir, &tree, repo, web, rules, &last_change, &mut content)?;
     }
     let code = content.rows.len() - docs;
-    progress(&format!(
-        "{commits} commits (history held: {history_mib:.1} MiB), {docs} doc chunks, {code} code chunks"
-    ));
+    progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
 }
 

@@ -91,7 +91,8 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
         std::fs::create_dir_all(&dir)?;
         write_rows(&dir.join("rows.parquet"), &rows, 0)?;
         write_files(&dir.join("files.parquet"), &c.files)?;
-        write_edges(&dir.join(EDGES_PARQUET), &mut c.edges)?;
+        let mut edges = std::mem::take(&mut c.edges).into_vec(c.commits.history());
+        write_edges(&dir.join(EDGES_PARQUET), &mut edges)?;
         let prefix = staged_crawl_prefix(run, repo);
         for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
             plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
