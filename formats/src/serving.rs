@@ -19,7 +19,6 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use tantivy::columnar::{Column, StrColumn};
-use tantivy::indexer::NoMergePolicy;
 use tantivy::query::{
     Bm25Weight, BooleanQuery, BoostQuery, ConstScoreQuery, EmptyQuery, EnableScoring, Occur, Query,
     RangeQuery, TermQuery, TermSetQuery,
@@ -288,13 +287,28 @@ pub(crate) fn write_serving_index<'a>(
 
 /// The serving index being written, a row at a time (ordinal = the order rows are added): a
 /// merge streams its members' rows through it instead of holding them.
+///
+/// Rows are indexed on the caller's thread, not through tantivy's `IndexWriter`: its queue
+/// holds up to 10,000 documents waiting for the indexing thread, each with its body and its
+/// row's JSON (at a merge's peak, ~4 KB a row of diffs: 40–50 MiB beside the writer's heap;
+/// docs/performance.md, "The text index's queue"). Each time the heap fills, the part written
+/// so far is saved as an index of its own under `.parts/`; `finish` merges the parts, in the
+/// order they were written, into one segment in `dir` (or moves the only one there).
 pub(crate) struct ServingIndexWriter {
-    index: Index,
-    writer: tantivy::IndexWriter<TantivyDocument>,
+    schema: tantivy::schema::Schema,
+    part: Option<tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>>,
+    parts: Vec<Index>,
+    heap: usize,
     f: Fields,
     dir: std::path::PathBuf,
     n: u64,
 }
+
+/// Where a serving index being written keeps its parts until `finish` merges them.
+const PARTS_DIR: &str = ".parts";
+
+/// A part is saved when its heap is within this of full (tantivy's `IndexWriter` margin).
+const PART_MARGIN_BYTES: usize = 1_000_000;
 
 impl ServingIndexWriter {
     /// A new, empty serving index in `dir`.
@@ -303,25 +317,62 @@ impl ServingIndexWriter {
     }
 
     /// [`ServingIndexWriter::create`] with a writer heap of `heap` bytes (at least tantivy's 15
-    /// MB): a tantivy segment is written each time the heap fills.
+    /// MB): a part is written each time the heap fills.
     fn with_heap(dir: &Path, an: &Analyzers, heap: usize) -> Result<Self, FormatError> {
-        let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
         std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
         let (schema, f) = schema(an);
         // Not tantivy's index sorting: the rows come in ordinal order already, and sorting at
         // each flush and in the final merge held up to twice the writer's heap more at the
-        // peak (docs/performance.md, "A merge's peak"); the segments are merged in the order
-        // they were written instead (`commit_as_one_segment`), and `finish` checks the result.
-        let index = Index::builder().schema(schema).create_in_dir(dir).map_err(tv)?;
-        register_analyzers(&index);
-        let writer = index.writer_with_num_threads::<TantivyDocument>(1, heap).map_err(tv)?;
-        writer.set_merge_policy(Box::new(NoMergePolicy));
-        Ok(ServingIndexWriter { index, writer, f, dir: dir.to_path_buf(), n: 0 })
+        // peak (docs/performance.md, "A merge's peak"); the parts are merged in the order
+        // they were written instead, and `finish` checks the result.
+        Ok(ServingIndexWriter {
+            schema,
+            part: None,
+            parts: Vec::new(),
+            heap,
+            f,
+            dir: dir.to_path_buf(),
+            n: 0,
+        })
+    }
+
+    fn tv(&self) -> impl Fn(tantivy::TantivyError) -> FormatError + use<> {
+        let path = self.dir.clone();
+        move |source| FormatError::Tantivy { path: path.clone(), source }
+    }
+
+    /// The part being written, started in `.parts/<n>` when there is none.
+    fn part(
+        &mut self,
+    ) -> Result<&mut tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>, FormatError> {
+        if self.part.is_none() {
+            let dir = self.dir.join(PARTS_DIR).join(self.parts.len().to_string());
+            std::fs::create_dir_all(&dir).map_err(|e| FormatError::io(&dir, e))?;
+            let tv = |source| FormatError::Tantivy { path: dir.clone(), source };
+            let directory = tantivy::directory::MmapDirectory::open(&dir)
+                .map_err(|e| tv(tantivy::TantivyError::from(e)))?;
+            let writer = Index::builder()
+                .schema(self.schema.clone())
+                .tokenizers(crate::text::analyzers())
+                .single_segment_index_writer(directory, self.heap)
+                .map_err(tv)?;
+            self.part = Some(writer);
+        }
+        Ok(self.part.as_mut().expect("a part was just started"))
+    }
+
+    /// Saves the part being written, if any.
+    fn close_part(&mut self) -> Result<(), FormatError> {
+        if let Some(part) = self.part.take() {
+            let index = part.finalize().map_err(self.tv())?;
+            self.parts.push(index);
+        }
+        Ok(())
     }
 
     /// Adds the next row (its ordinal is the number of rows added before it).
     pub(crate) fn add(&mut self, row: &Row) -> Result<(), FormatError> {
-        let tv = |source| FormatError::Tantivy { path: self.dir.clone(), source };
+        let tv = self.tv();
         let f = &self.f;
         let mut doc = TantivyDocument::default();
         doc.add_u64(f.ord, self.n);
@@ -370,18 +421,62 @@ impl ServingIndexWriter {
         }
         let json = serde_json::to_vec(row).map_err(|e| FormatError::json(&row.id, e))?;
         doc.add_bytes(f.row, &json);
-        self.writer.add_document(doc).map_err(tv)?;
+        let heap = self.heap;
+        let part = self.part()?;
+        part.add_document(doc).map_err(tv)?;
+        // As tantivy's IndexWriter does: the part is saved once its heap is within a margin
+        // of full.
+        if part.mem_usage() >= heap.saturating_sub(PART_MARGIN_BYTES) {
+            self.close_part()?;
+        }
         self.n += 1;
         Ok(())
     }
 
     /// Commits the index as one tantivy segment and checks that doc id = ordinal. Returns how
     /// many tantivy segments the writer had written before they were merged into one.
-    pub(crate) fn finish(self) -> Result<usize, FormatError> {
-        let ServingIndexWriter { index, writer, dir, n, .. } = self;
+    pub(crate) fn finish(mut self) -> Result<usize, FormatError> {
+        self.close_part()?;
+        let ServingIndexWriter { schema, parts, dir, n, .. } = self;
         let dir = dir.as_path();
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
-        let written = commit_as_one_segment(&index, writer, dir, Some("ord"))?;
+        let parts_dir = dir.join(PARTS_DIR);
+        let written = parts.len();
+        let index = match parts.len() {
+            0 => Index::builder().schema(schema).create_in_dir(dir).map_err(tv)?,
+            1 => {
+                // The only part is the index: its files move up.
+                drop(parts);
+                let part = parts_dir.join("0");
+                let entries = std::fs::read_dir(&part).map_err(|e| FormatError::io(&part, e))?;
+                for entry in entries {
+                    let entry = entry.map_err(|e| FormatError::io(&part, e))?;
+                    let to = dir.join(entry.file_name());
+                    std::fs::rename(entry.path(), &to).map_err(|e| FormatError::io(&to, e))?;
+                }
+                Index::open_in_dir(dir).map_err(tv)?
+            }
+            _ => {
+                let mut segments = Vec::with_capacity(parts.len());
+                for part in &parts {
+                    segments.extend(part.searchable_segments().map_err(tv)?);
+                }
+                let settings = parts[0].settings().clone();
+                let alive = vec![None; segments.len()];
+                let directory = tantivy::directory::MmapDirectory::open(dir)
+                    .map_err(|e| tv(tantivy::TantivyError::from(e)))?;
+                let index = tantivy::indexer::merge_filtered_segments(
+                    &segments, settings, alive, directory,
+                )
+                .map_err(tv)?;
+                drop(segments);
+                drop(parts);
+                index
+            }
+        };
+        if parts_dir.exists() {
+            std::fs::remove_dir_all(&parts_dir).map_err(|e| FormatError::io(&parts_dir, e))?;
+        }
         // The doc id must be the ordinal: check it once here rather than trust it on every read.
         let reader = index.reader().map_err(tv)?;
         let searcher = reader.searcher();
@@ -1221,14 +1316,14 @@ fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {
 #[cfg(test)]
 mod tests {
     use super::{
-        Analyzers, ScoreFloor, ServingIndex, ServingIndexWriter, TermPruning, TextScoring,
+        Analyzers, PARTS_DIR, ScoreFloor, ServingIndex, ServingIndexWriter, TermPruning,
+        TextScoring,
     };
     use crate::row::{Row, RowType};
 
-    /// A writer whose heap fills many times writes many tantivy segments; merged into one they
-    /// keep the order the rows were added in (doc id = ordinal), which `finish` checks and the
-    /// rows read back by doc id confirm. Tantivy lists segments in a hash map's order,
-    /// so merging them as listed would scramble rows.
+    /// A writer whose heap fills many times writes many parts; merged into one they keep the
+    /// order the rows were added in (doc id = ordinal), which `finish` checks and the rows
+    /// read back by doc id confirm, and the parts are removed.
     #[test]
     fn rows_written_as_many_segments_keep_their_ordinals() {
         let dir = tempfile::tempdir().unwrap();
@@ -1249,10 +1344,34 @@ mod tests {
         }
         let written = writer.finish().unwrap();
         assert!(written >= 4, "the heap filled {written} times: too few to test the order");
+        assert!(!dir.path().join(PARTS_DIR).exists(), "the parts are left behind");
         let index = ServingIndex::open(dir.path()).unwrap();
         for i in (0..rows).step_by(97) {
             let want = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0).id;
             assert_eq!(index.row(i as u32).unwrap().id, want, "doc {i}");
+        }
+    }
+
+    /// An index written in one part, and one of no rows, are left in `dir` alone: no parts
+    /// directory, one segment (or none), every row by its ordinal.
+    #[test]
+    fn a_small_index_and_an_empty_one_leave_no_parts_behind() {
+        for rows in [0usize, 5] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer = ServingIndexWriter::create(dir.path(), &Analyzers::current()).unwrap();
+            for i in 0..rows {
+                let mut row = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0);
+                row.body = format!("fn number_{i}() {{}}");
+                writer.add(&row).unwrap();
+            }
+            let written = writer.finish().unwrap();
+            assert_eq!(written, usize::from(rows > 0), "{rows} rows");
+            assert!(!dir.path().join(PARTS_DIR).exists(), "{rows} rows: parts left behind");
+            let index = ServingIndex::open(dir.path()).unwrap();
+            for i in 0..rows {
+                let want = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0).id;
+                assert_eq!(index.row(i as u32).unwrap().id, want, "doc {i}");
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 use tantivy::Index;
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-    Token, TokenStream, Tokenizer,
+    Token, TokenStream, Tokenizer, TokenizerManager,
 };
 
 /// Format 1's analyzer of prose fields: words, lowercased, English stop words dropped, English
@@ -23,6 +23,17 @@ pub(crate) const BOOST_PATH: f32 = 1.5;
 pub(crate) const BOOST_SYMBOL: f32 = 2.5;
 
 pub(crate) fn register_analyzers(index: &Index) {
+    register_into(index.tokenizers());
+}
+
+/// The tokenizers our text fields name (with tantivy's own), for an index being created.
+pub(crate) fn analyzers() -> TokenizerManager {
+    let manager = TokenizerManager::default();
+    register_into(&manager);
+    manager
+}
+
+fn register_into(manager: &TokenizerManager) {
     let stop = || StopWordFilter::new(Language::English).expect("tantivy ships English stop words");
     let prose = TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
@@ -30,17 +41,17 @@ pub(crate) fn register_analyzers(index: &Index) {
         .filter(stop())
         .filter(Stemmer::new(Language::English))
         .build();
-    index.tokenizers().register(PROSE_V1, prose);
+    manager.register(PROSE_V1, prose);
     let words = TextAnalyzer::builder(CodeTokenizer::default())
         .filter(RemoveLongFilter::limit(64))
         .filter(stop())
         .filter(Stemmer::new(Language::English))
         .build();
-    index.tokenizers().register(WORDS, words);
+    manager.register(WORDS, words);
     let ident = TextAnalyzer::builder(CodeTokenizer::default())
         .filter(RemoveLongFilter::limit(100))
         .build();
-    index.tokenizers().register(IDENT, ident);
+    manager.register(IDENT, ident);
 }
 
 /// Splits text into lowercased words the way code is written: an identifier is indexed whole
