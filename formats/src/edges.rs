@@ -260,7 +260,7 @@ pub(crate) fn write_edge_index<'a>(
         doc.add_bytes(f.edge, &json);
         writer.add_document(doc).map_err(tv)?;
     }
-    commit_as_one_segment(&index, writer, dir, None)?;
+    commit_as_one_segment(&index, writer, dir)?;
     Ok(())
 }
 

@@ -152,7 +152,7 @@ impl FileStoreWriter {
 
     /// Commits the store as one tantivy segment.
     pub(crate) fn finish(self) -> Result<(), FormatError> {
-        crate::serving::commit_as_one_segment(&self.index, self.writer, &self.dir, None)?;
+        crate::serving::commit_as_one_segment(&self.index, self.writer, &self.dir)?;
         Ok(())
     }
 }

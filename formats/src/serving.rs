@@ -173,40 +173,25 @@ fn micros(t: chrono::DateTime<chrono::Utc>) -> DateTime {
     DateTime::from_timestamp_micros(t.timestamp_micros())
 }
 
-/// Commits `writer`, merges what it wrote into one tantivy segment and removes the files the
-/// merge left behind. With `in_order_of`, the segments are merged in the order of that u64 fast
-/// field's value in their first document (the order one writer thread flushed them, for a field
-/// that counts the documents added), so the merged segment keeps the order the documents were
-/// added in; without it, in whatever order the index's meta lists them (a hash map's).
-/// Returns how many segments the writer had written (and were merged into one).
+/// Commits `writer`, merges what it wrote into one tantivy segment (in whatever order the
+/// index's meta lists the segments: a hash map's; the serving index, whose order matters, is
+/// written in parts by `ServingIndexWriter` instead) and removes the files the merge left
+/// behind.
 pub(crate) fn commit_as_one_segment<D: tantivy::Document>(
     index: &Index,
     mut writer: tantivy::IndexWriter<D>,
     dir: &Path,
-    in_order_of: Option<&str>,
-) -> Result<usize, FormatError> {
+) -> Result<(), FormatError> {
     let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
     writer.commit().map_err(tv)?;
     let segments = index.searchable_segments().map_err(tv)?;
     if segments.len() > 1 {
-        let mut ids = Vec::with_capacity(segments.len());
-        for segment in &segments {
-            let first = match in_order_of {
-                Some(field) => {
-                    let reader = SegmentReader::open(segment).map_err(tv)?;
-                    reader.fast_fields().u64(field).map_err(tv)?.first(0).unwrap_or(u64::MAX)
-                }
-                None => 0,
-            };
-            ids.push((first, segment.id()));
-        }
-        ids.sort_by_key(|&(first, _)| first);
-        let ids: Vec<_> = ids.into_iter().map(|(_, id)| id).collect();
+        let ids: Vec<_> = segments.iter().map(|segment| segment.id()).collect();
         writer.merge(&ids).wait().map_err(tv)?;
     }
     writer.garbage_collect_files().wait().map_err(tv)?;
     writer.wait_merging_threads().map_err(tv)?;
-    Ok(segments.len())
+    Ok(())
 }
 
 /// A searcher over the index in `dir` that never reloads, keeping `cache_blocks` decompressed
@@ -433,8 +418,8 @@ impl ServingIndexWriter {
         Ok(())
     }
 
-    /// Commits the index as one tantivy segment and checks that doc id = ordinal. Returns how
-    /// many tantivy segments the writer had written before they were merged into one.
+    /// Saves the last part, makes the parts one tantivy segment in `dir` and checks that doc id
+    /// = ordinal. Returns how many parts were written (0 for no rows).
     pub(crate) fn finish(mut self) -> Result<usize, FormatError> {
         self.close_part()?;
         let ServingIndexWriter { schema, parts, dir, n, .. } = self;
