@@ -225,7 +225,8 @@ pub(crate) struct Cutter<'h> {
     history: &'h History,
     open: Filling,
     /// Closed parts not handed out yet: all of them while the rows fit in one share, then the
-    /// last one (which takes the files and edges no row claimed, at the end).
+    /// one closed last until a row follows it (were the stream to end there, it would be the
+    /// last part, which takes the files and edges no row claimed).
     closed: Vec<Filling>,
     /// Parts ready to be handed out.
     ready: Vec<Part>,
@@ -284,6 +285,13 @@ impl<'h> Cutter<'h> {
         self.open.rows.push(row);
         self.open.bytes += b;
         self.total += b;
+        if self.total > self.share {
+            // More than one segment's share, and a row after every closed part: none of them
+            // is the last (which takes what no row claimed), so each is final and goes out
+            // now rather than when the open one closes (one segment's rows less held while
+            // the embedding is busy).
+            self.ready.extend(self.closed.drain(..).map(Filling::into_part));
+        }
         if boundary {
             self.close();
         }
@@ -291,12 +299,6 @@ impl<'h> Cutter<'h> {
 
     fn close(&mut self) {
         self.closed.push(std::mem::take(&mut self.open));
-        if self.total > self.share {
-            // More than one segment's share: every closed part but the last is final.
-            let last = self.closed.pop().expect("one was just closed");
-            self.ready.extend(self.closed.drain(..).map(Filling::into_part));
-            self.closed.push(last);
-        }
     }
 
     /// The build segments known so far, in order.
@@ -313,6 +315,7 @@ impl<'h> Cutter<'h> {
         let mut last = Filling::default();
         if self.total > self.share {
             last = self.closed.pop().unwrap_or_default();
+            self.ready.extend(self.closed.drain(..).map(Filling::into_part));
         }
         // Within one share: everything is one segment.
         for f in self.closed.drain(..) {
@@ -404,6 +407,32 @@ mod tests {
         let after = ids(&cut(grown, Vec::new(), Vec::new(), share, 384));
         let kept = parts.iter().filter(|p| after.contains(p)).count();
         assert!(kept >= parts.len() - 1, "{kept} of {} segments kept", parts.len());
+    }
+
+    #[test]
+    fn a_part_goes_out_as_soon_as_a_row_follows_it() {
+        let share = 200_000;
+        let rows: Vec<Row> = (0..2000).map(commit).collect();
+        let whole = ids(&cut(rows.clone(), Vec::new(), Vec::new(), share, 384));
+        let no_history = History::default();
+        let mut cutter =
+            Cutter::new(Vec::new(), RepoEdges::of(Vec::new()), &no_history, share, 384);
+        let first_rows: Vec<&String> = whole.iter().map(|p| &p[0]).collect();
+        let (mut streamed, mut total) = (Vec::new(), 0);
+        for r in rows {
+            total += row_bytes(&r, 384);
+            let starts = first_rows.iter().position(|f| **f == r.id);
+            cutter.push(r);
+            streamed.extend(cutter.take_ready());
+            // Once the rows pass one share, every part is out by the time the first row of
+            // the next one is in: the cutter holds only the part it fills, not the one before.
+            if let (Some(k), true) = (starts, total > share) {
+                assert_eq!(streamed.len(), k, "parts out when part {k} began");
+            }
+        }
+        streamed.extend(cutter.finish());
+        assert!(whole.len() > 5, "{} segments", whole.len());
+        assert_eq!(ids(&streamed), whole);
     }
 
     #[test]

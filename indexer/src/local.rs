@@ -129,9 +129,10 @@ impl CommitRows {
         &self.history
     }
 
-    /// Drops what only edges needed, once they are made: messages but their titles, or every
-    /// message when no merge row will list titles (no merges, or no commit rows: `mainline` is
-    /// empty then).
+    /// Drops what only edges needed, once they are made: messages but the titles merge rows
+    /// list, or every message when no merge row will list titles (no merges, or no commit rows:
+    /// `mainline` is empty then), and the rest the second pass does not read
+    /// ([`History::keep_what_rows_read`]).
     pub(crate) fn edges_made(&mut self) {
         if self.mainline.is_empty() {
             self.history.drop_messages();
@@ -139,6 +140,7 @@ impl CommitRows {
             self.history.keep_titles();
         }
         self.history.tags = Vec::new();
+        self.history.keep_what_rows_read(&self.mainline);
     }
 
     /// Whether the history has commit rows (edges name them as evidence).
@@ -869,6 +871,7 @@ mod tests {
         let mainline = history.first_parent_chain(Some("m1"));
         let before = merged_by(&history, &mainline, &node("m1", &["m0", "f2"], "", &[]));
         history.keep_titles();
+        history.keep_what_rows_read(&mainline);
         let c = Commit {
             sha: "m1".into(),
             parents: vec!["m0".into(), "f2".into()],
