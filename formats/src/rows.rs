@@ -86,12 +86,19 @@ pub(crate) fn utf8_column<'b>(
     )
 }
 
+/// How many rows [`write_rows`] hands the Parquet writer at a time (row groups still hold
+/// [`ROW_GROUP_ROWS`]). What the writer holds beside the rows scales with one write: the Arrow
+/// batch (a copy of its texts and vectors), the dictionary indices of the vector columns (8
+/// bytes a value, 384 values a row) and their levels. A whole row group's worth was ~60 MiB
+/// for 8,192 diff rows (heaptrack of a build segment's write, docs/performance.md).
+const WRITE_BATCH_ROWS: usize = 1024;
+
 /// Writes rows to `path` as zstd Parquet. Rows are written in the order given; callers sort
 /// them so the same rows always give the same bytes.
 pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
     let mut writer = zstd_writer(path, row_schema(dim), Some(ROW_GROUP_ROWS))?;
-    for chunk in rows.chunks(ROW_GROUP_ROWS) {
+    for chunk in rows.chunks(WRITE_BATCH_ROWS) {
         writer.write(&rows_to_batch(chunk, dim)?).map_err(pq)?;
     }
     writer.close().map_err(pq)?;
@@ -691,6 +698,29 @@ mod tests {
         let err = read_rows(&path, true).unwrap_err().to_string();
         assert!(err.contains("rows.parquet") && err.contains("embedding"), "{err}");
         assert!(err.contains("neither int8 nor float32"), "{err}");
+    }
+
+    #[test]
+    fn rows_written_a_batch_at_a_time_keep_full_row_groups_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.parquet");
+        let n = ROW_GROUP_ROWS + 3 * WRITE_BATCH_ROWS / 2;
+        let rows: Vec<Row> = (0..n)
+            .map(|i| {
+                let mut r = Row::new(RowType::Diff, "o/r", &format!("commit/{i:06}"), 0);
+                r.set_body(&format!("diff {i}"));
+                r.embedding = vec![(i % 251) as i8, -1, 1];
+                r
+            })
+            .collect();
+        write_rows(&path, &rows, 3).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let meta = ParquetRecordBatchReaderBuilder::try_new(file).unwrap().metadata().clone();
+        let groups: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+        assert_eq!(groups, [ROW_GROUP_ROWS as i64, (n - ROW_GROUP_ROWS) as i64]);
+        let back = read_rows(&path, true).unwrap();
+        assert_eq!(back.len(), n);
+        assert!(back.iter().zip(&rows).all(|(a, b)| a.id == b.id && a.embedding == b.embedding));
     }
 
     #[test]
