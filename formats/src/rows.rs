@@ -86,19 +86,20 @@ pub(crate) fn utf8_column<'b>(
     )
 }
 
-/// How many rows [`write_rows`] hands the Parquet writer at a time (row groups still hold
-/// [`ROW_GROUP_ROWS`]). What the writer holds beside the rows scales with one write: the Arrow
-/// batch (a copy of its texts and vectors), the dictionary indices of the vector columns (8
-/// bytes a value, 384 values a row) and their levels. A whole row group's worth was ~60 MiB
-/// for 8,192 diff rows (heaptrack of a build segment's write, docs/performance.md).
-const WRITE_BATCH_ROWS: usize = 1024;
+/// How many rows [`write_rows`] hands the Parquet writer at a time, and [`row_batches`] decodes
+/// at a time (row groups still hold [`ROW_GROUP_ROWS`]). What the writer holds beside the rows
+/// scales with one write: the Arrow batch (a copy of its texts and vectors), the dictionary
+/// indices of the vector columns (8 bytes a value, 384 values a row) and their levels; a whole
+/// row group's worth was ~60 MiB for 8,192 diff rows (heaptrack of a build segment's write,
+/// docs/performance.md). A reader likewise holds one batch's Arrow arrays and rows.
+const BATCH_ROWS: usize = 1024;
 
 /// Writes rows to `path` as zstd Parquet. Rows are written in the order given; callers sort
 /// them so the same rows always give the same bytes.
 pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
     let mut writer = zstd_writer(path, row_schema(dim), Some(ROW_GROUP_ROWS))?;
-    for chunk in rows.chunks(WRITE_BATCH_ROWS) {
+    for chunk in rows.chunks(BATCH_ROWS) {
         writer.write(&rows_to_batch(chunk, dim)?).map_err(pq)?;
     }
     writer.close().map_err(pq)?;
@@ -129,7 +130,7 @@ pub(crate) enum Columns {
     TitleEmbedding,
 }
 
-/// Reads rows.parquet a batch of [`ROW_GROUP_ROWS`] rows at a time, decoding `columns`: what
+/// Reads rows.parquet a batch of [`BATCH_ROWS`] rows at a time, decoding `columns`: what
 /// holds one batch in memory, not the file.
 pub(crate) fn row_batches(
     path: &Path,
@@ -155,8 +156,7 @@ pub(crate) fn row_batches(
         })
         .collect();
     let mask = ProjectionMask::roots(builder.parquet_schema(), keep);
-    let reader =
-        builder.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(pq)?;
+    let reader = builder.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(pq)?;
     let path = path.to_path_buf();
     Ok(reader.map(move |batch| {
         let batch = batch?;
@@ -704,7 +704,7 @@ mod tests {
     fn rows_written_a_batch_at_a_time_keep_full_row_groups_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rows.parquet");
-        let n = ROW_GROUP_ROWS + 3 * WRITE_BATCH_ROWS / 2;
+        let n = ROW_GROUP_ROWS + 3 * BATCH_ROWS / 2;
         let rows: Vec<Row> = (0..n)
             .map(|i| {
                 let mut r = Row::new(RowType::Diff, "o/r", &format!("commit/{i:06}"), 0);
