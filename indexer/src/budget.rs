@@ -29,8 +29,8 @@ pub(crate) const MIN_MEMORY_BUDGET: u64 = 64 << 20;
 
 /// How many build segments' worth of row data (as [`row_bytes`] counts it) the budget is cut
 /// into. Up to three build segments are in memory at once (one being cut, one waiting, one
-/// being embedded and written), and one being written costs about four times its row data
-/// (the texts to embed, the text index's buffers, the vector graph): measured with
+/// being embedded and written), and one being written costs a few times its row data (the
+/// texts to embed, the Parquet writer's buffers for 1,024 rows at a time): measured with
 /// `hubdex-bench build` (docs/performance.md), a sixteenth per segment and at most two
 /// sixteenths in one keeps a build within its budget.
 const SEGMENT_SHARE: u64 = 16;
