@@ -8,8 +8,9 @@
 //! end in one buffer each, parents as commit numbers, times as seconds, paths interned, every
 //! buffer shrunk to fit once the log is read. Of a message it keeps what edges read: the first
 //! line and the lines that could hold a reference ([`edge_lines`]), not the whole body. Once
-//! edges are made those are cut to titles ([`History::keep_titles`]), or dropped when no merge
-//! row will list any ([`History::drop_messages`]).
+//! edges are made those are cut to the titles merge rows list ([`History::keep_titles`]), or
+//! dropped when no merge row will list any ([`History::drop_messages`]), and what else the
+//! second pass does not read goes too ([`History::keep_what_rows_read`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -303,14 +304,20 @@ impl History {
         }
     }
 
-    /// Keeps only each message's title: what is needed once edges are made.
-    pub(crate) fn keep_titles(&mut self) {
+    /// Keeps only the titles of commits off `mainline` (HEAD's first-parent chain, a mark per
+    /// commit; none when empty): what a merge row lists once edges are made (its walk stops at
+    /// the first mainline commit). The others' are kept empty.
+    pub(crate) fn keep_titles(&mut self, mainline: &[bool]) {
         if self.kept != Kept::EdgeLines {
             return;
         }
         let mut titles = Texts::default();
         for c in self.commits() {
-            titles.push(&self.title(c));
+            if mainline.get(c as usize).copied().unwrap_or(false) {
+                titles.push("");
+            } else {
+                titles.push(&self.title(c));
+            }
         }
         titles.shrink_to_fit();
         self.messages = titles;
@@ -327,10 +334,11 @@ impl History {
     }
 
     /// Drops what only edges read, once they are made, keeping what the second pass reads as
-    /// it makes rows: every SHA (a commit row's `shipped_in` edge finds its commit by it), and
-    /// where merge rows list what their branch brought in (`mainline` is HEAD's first-parent
-    /// chain, empty when there are none to make) each commit's parents and the titles and paths
-    /// of commits off the mainline (a merge's walk stops at the first mainline commit). Commit times go
+    /// it makes rows: every SHA (a commit row's `shipped_in` edge finds its commit by it), the
+    /// author times (the second pass's order) and, where merge rows list what their branch
+    /// brought in (`mainline` is HEAD's first-parent chain, empty when there are none to make),
+    /// each commit's parents and the paths of commits off the mainline (a merge's walk stops at
+    /// the first mainline commit; [`History::keep_titles`] keeps their titles). Commit times go
     /// either way. A history without merges keeps ~60 bytes a commit, not ~100.
     pub(crate) fn keep_what_rows_read(&mut self, mainline: &[bool]) {
         self.committed_at = Vec::new();
@@ -340,21 +348,13 @@ impl History {
             self.paths = Vec::new();
             return;
         }
-        let on_mainline = |c: usize| mainline.get(c).copied().unwrap_or(false);
-        let (mut files, mut titles) = (Lists::default(), Texts::default());
+        let mut files = Lists::default();
         for c in 0..self.len() {
-            let off = !on_mainline(c);
+            let off = !mainline.get(c).copied().unwrap_or(false);
             files.push(if off { self.files.get(c) } else { &[] }.iter().copied());
-            if self.kept == Kept::Titles {
-                titles.push(if off { self.messages.get(c) } else { "" });
-            }
         }
         files.shrink_to_fit();
-        titles.shrink_to_fit();
         self.files = files;
-        if self.kept == Kept::Titles {
-            self.messages = titles;
-        }
     }
 
     /// Whether some commit has more than one parent (after [`History::finish`]).
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(history.first_parent_chain(Some("c3")), [true, true, true]);
         assert_eq!(history.first_parent_chain(Some("b2")), [false, true, true]);
         assert!(history.has_merges());
-        history.keep_titles();
+        history.keep_titles(&[]);
         assert_eq!(history.title(a1), "First (#1)");
         assert_eq!(history.title(c3), "Merge branch 'x'");
         history.drop_messages();
@@ -478,7 +478,7 @@ mod tests {
         let (b, a) = (history.find("b").unwrap(), history.find("a").unwrap());
         assert_eq!(history.edge_lines(b), "Merge pull request #7 from o/b");
         assert_eq!((history.title(b), history.title(a)), ("Add the thing".into(), "Start".into()));
-        history.keep_titles();
+        history.keep_titles(&[]);
         assert_eq!((history.title(b), history.title(a)), ("Add the thing".into(), "Start".into()));
     }
 

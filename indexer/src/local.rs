@@ -137,7 +137,7 @@ impl CommitRows {
         if self.mainline.is_empty() {
             self.history.drop_messages();
         } else {
-            self.history.keep_titles();
+            self.history.keep_titles(&self.mainline);
         }
         self.history.tags = Vec::new();
         self.history.keep_what_rows_read(&self.mainline);
@@ -870,7 +870,7 @@ mod tests {
         // Once edges are made only the titles are kept; a merge lists the same either way.
         let mainline = history.first_parent_chain(Some("m1"));
         let before = merged_by(&history, &mainline, &node("m1", &["m0", "f2"], "", &[]));
-        history.keep_titles();
+        history.keep_titles(&mainline);
         history.keep_what_rows_read(&mainline);
         let c = Commit {
             sha: "m1".into(),
