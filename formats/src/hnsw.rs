@@ -219,74 +219,140 @@ fn map(path: &Path) -> Result<OwnedBytes, FormatError> {
 }
 
 /// The usearch file as written by `index_dense_gt::save` (2.x, u64 keys, u32 slots, 32-bit
-/// matrix dimensions): the sections [`convert_usearch`] reads.
+/// matrix dimensions): the sections [`convert_usearch`] reads. It is read in sequential passes
+/// (through a buffer, not a map): a map would leave every page of the file (the whole graph,
+/// ~100 MiB for a 118k-row unit) in the writing process's resident set while it converts.
 struct UsearchFile {
-    bytes: OwnedBytes,
+    path: PathBuf,
     count: usize,
     dim: usize,
-    vectors: usize,
     m: usize,
     m0: usize,
     max_level: usize,
     entry: usize,
-    levels: usize,
-    nodes: usize,
+    /// Each node's level (usearch's -1 read as 0).
+    levels: Vec<u16>,
+    /// Where the nodes' tapes start.
+    nodes: u64,
 }
+
+/// Where a usearch file's vectors start (after its rows and columns counts).
+const USEARCH_VECTORS: u64 = 8;
 
 impl UsearchFile {
     fn open(path: &Path, dim: usize) -> Result<UsearchFile, FormatError> {
-        let bytes = map(path)?;
-        let b = bytes.as_slice();
+        let io = |e| FormatError::io(path, e);
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
         let short = || bad(path, "usearch file is shorter than its own header says");
-        if b.len() < 8 {
+        let mut first = [0u8; 8];
+        if file_len < 8 {
             return Err(short());
         }
-        let (count, cols) = (u32_at(b, 0) as usize, u32_at(b, 4) as usize);
+        file.read_exact(&mut first).map_err(io)?;
+        let (count, cols) = (u32_at(&first, 0) as usize, u32_at(&first, 4) as usize);
         if cols != dim {
             return Err(bad(path, format!("{cols} bytes a vector, not {dim} (i8)")));
         }
-        let head = 8 + count * cols;
-        if b.len() < head + 64 + 40 || &b[head..head + 7] != b"usearch" {
+        let head = USEARCH_VECTORS + (count * cols) as u64;
+        if file_len < head + 64 + 40 {
+            return Err(short());
+        }
+        use std::io::Seek;
+        file.seek(std::io::SeekFrom::Start(head)).map_err(io)?;
+        let mut b = [0u8; 64 + 40];
+        file.read_exact(&mut b).map_err(io)?;
+        if &b[..7] != b"usearch" {
             return Err(short());
         }
         // The dense head: metric, scalar, key and slot kinds at 13..17 (usearch's enum values:
         // i8 = 23, u64 = 14, u32 = 15).
-        let (scalar, key, slot) = (b[head + 14], b[head + 15], b[head + 16]);
+        let (scalar, key, slot) = (b[14], b[15], b[16]);
         if (scalar, key, slot) != (23, 14, 15) {
             return Err(bad(
                 path,
                 format!("scalar/key/slot kinds {scalar}/{key}/{slot}, not i8/u64/u32"),
             ));
         }
-        let g = head + 64;
-        let size = u64_at(b, g) as usize;
-        let (m, m0) = (u64_at(b, g + 8) as usize, u64_at(b, g + 16) as usize);
-        let (max_level, entry) = (u64_at(b, g + 24) as usize, u64_at(b, g + 32) as usize);
+        let g = 64;
+        let size = u64_at(&b, g) as usize;
+        let (m, m0) = (u64_at(&b, g + 8) as usize, u64_at(&b, g + 16) as usize);
+        let (max_level, entry) = (u64_at(&b, g + 24) as usize, u64_at(&b, g + 32) as usize);
         if size != count || (count > 0 && entry >= count) || m == 0 || m0 == 0 {
             return Err(bad(path, format!("graph header: {size} nodes of {count}, entry {entry}")));
         }
-        let levels = g + 40;
-        let nodes = levels + 2 * count;
-        let mut len = nodes;
-        for i in 0..count {
-            let level = i16::from_le_bytes([b[levels + 2 * i], b[levels + 2 * i + 1]]);
-            len += 10 + 4 * (1 + m0) + level.max(0) as usize * 4 * (1 + m);
+        let nodes = head + 64 + 40 + 2 * count as u64;
+        if file_len < nodes {
+            return Err(short());
         }
-        if b.len() != len {
-            return Err(bad(path, format!("{} bytes, its graph needs {len}", b.len())));
+        let mut raw = vec![0u8; 2 * count];
+        file.read_exact(&mut raw).map_err(io)?;
+        let levels: Vec<u16> =
+            raw.chunks_exact(2).map(|l| i16::from_le_bytes([l[0], l[1]]).max(0) as u16).collect();
+        let mut u = UsearchFile {
+            path: path.to_path_buf(),
+            count,
+            dim,
+            m,
+            m0,
+            max_level,
+            entry,
+            levels,
+            nodes,
+        };
+        let len = nodes + (0..count).map(|s| u.node_len(s) as u64).sum::<u64>();
+        if file_len != len {
+            return Err(bad(path, format!("{file_len} bytes, its graph needs {len}")));
         }
-        Ok(UsearchFile { bytes, count, dim, vectors: 8, m, m0, max_level, entry, levels, nodes })
-    }
-
-    fn vector(&self, slot: usize) -> &[u8] {
-        let at = self.vectors + slot * self.dim;
-        &self.bytes[at..at + self.dim]
+        u.levels.shrink_to_fit();
+        Ok(u)
     }
 
     fn level(&self, slot: usize) -> usize {
-        let b = &self.bytes;
-        i16::from_le_bytes([b[self.levels + 2 * slot], b[self.levels + 2 * slot + 1]]).max(0)
-            as usize
+        usize::from(self.levels[slot])
+    }
+
+    /// A node's tape: key (8), level (2), level 0 (1 + m0 words), levels 1.. (1 + m words).
+    fn node_len(&self, slot: usize) -> usize {
+        10 + 4 * (1 + self.m0) + self.level(slot) * 4 * (1 + self.m)
+    }
+
+    /// A buffered reader from `at`.
+    fn reader(&self, at: u64) -> Result<std::io::BufReader<std::fs::File>, FormatError> {
+        use std::io::Seek;
+        let io = |e| FormatError::io(&self.path, e);
+        let mut file = std::fs::File::open(&self.path).map_err(io)?;
+        file.seek(std::io::SeekFrom::Start(at)).map_err(io)?;
+        Ok(std::io::BufReader::with_capacity(1 << 20, file))
+    }
+
+    /// Calls `f` with each vector (i8, as bytes) in slot order.
+    fn for_each_vector(
+        &self,
+        mut f: impl FnMut(&[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        let mut r = self.reader(USEARCH_VECTORS)?;
+        let mut v = vec![0u8; self.dim];
+        for _ in 0..self.count {
+            r.read_exact(&mut v).map_err(|e| FormatError::io(&self.path, e))?;
+            f(&v)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each node's tape, in slot order.
+    fn for_each_node(
+        &self,
+        mut f: impl FnMut(&[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        let mut r = self.reader(self.nodes)?;
+        let mut node = Vec::new();
+        for slot in 0..self.count {
+            node.resize(self.node_len(slot), 0);
+            r.read_exact(&mut node).map_err(|e| FormatError::io(&self.path, e))?;
+            f(&node)?;
+        }
+        Ok(())
     }
 }
 
@@ -302,30 +368,21 @@ fn unit_of(v: &[u8], out: &mut [f32]) {
 }
 
 /// Writes `dst` (`vectors.hnsw`) from the usearch file `src` that [`crate::vectors`] built: the
-/// same graph and i8 vectors, with sign codes around the mean. Reads `src` through a map, one
-/// section at a time; holds only the mean and a node's links.
+/// same graph and i8 vectors, with sign codes around the mean. Reads `src` in sequential
+/// passes, one section at a time; holds only the mean, each node's level and a node's links.
 pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatError> {
     let u = UsearchFile::open(src, dim)?;
     let count = u.count;
     let mut mean = vec![0f64; dim];
     let mut unit = vec![0f32; dim];
-    for slot in 0..count {
-        unit_of(u.vector(slot), &mut unit);
+    u.for_each_vector(|v| {
+        unit_of(v, &mut unit);
         mean.iter_mut().zip(&unit).for_each(|(m, x)| *m += f64::from(*x));
-    }
+        Ok(())
+    })?;
     let mean: Vec<f32> = mean.iter().map(|m| (*m / count.max(1) as f64) as f32).collect();
-    // Each node's tape: key (8), level (2), level 0 (1 + m0 words), levels 1.. (1 + m words).
-    let mut upper_slots = Vec::new();
-    let mut at = u.nodes;
-    for slot in 0..count {
-        let level = u.level(slot);
-        if level > 0 {
-            upper_slots.push((slot as u32, at));
-        }
-        at += 10 + 4 * (1 + u.m0) + level * 4 * (1 + u.m);
-    }
-    let upper_words: usize =
-        upper_slots.iter().map(|&(s, _)| u.level(s as usize) * (1 + u.m)).sum();
+    let upper_slots: Vec<u32> = (0..count).filter(|&s| u.level(s) > 0).map(|s| s as u32).collect();
+    let upper_words: usize = upper_slots.iter().map(|&s| u.level(s as usize) * (1 + u.m)).sum();
     let to_u32 = |n: usize, what: &str| {
         u32::try_from(n).map_err(|_| bad(dst, format!("{what} {n} does not fit the layout")))
     };
@@ -352,10 +409,8 @@ pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatE
         w.put(&m.to_le_bytes()).map_err(io)?;
     }
     w.end_section().map_err(io)?;
-    let node_len = |slot: usize| 10 + 4 * (1 + u.m0) + u.level(slot) * 4 * (1 + u.m);
-    let mut node = u.nodes;
-    for slot in 0..count {
-        let key = u64_at(&u.bytes, node);
+    u.for_each_node(|node| {
+        let key = u64_at(node, 0);
         let ordinal = key & (crate::vectors::SECOND_VECTOR - 1);
         if ordinal >= u64::from(SECOND_BIT) {
             return Err(bad(dst, format!("row ordinal {ordinal} does not fit 31 bits")));
@@ -363,47 +418,38 @@ pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatE
         let second = key >= crate::vectors::SECOND_VECTOR;
         rows += u32::from(!second);
         let k = ordinal as u32 | if second { SECOND_BIT } else { 0 };
-        w.put(&k.to_le_bytes()).map_err(io)?;
-        node += node_len(slot);
-    }
+        w.put(&k.to_le_bytes()).map_err(io)
+    })?;
     w.end_section().map_err(io)?;
     let mut code = vec![0u8; header.code_bytes() as usize];
-    for slot in 0..count {
-        unit_of(u.vector(slot), &mut unit);
+    u.for_each_vector(|v| {
+        unit_of(v, &mut unit);
         code.fill(0);
         for (d, (x, m)) in unit.iter().zip(&mean).enumerate() {
             if x > m {
                 code[d / 8] |= 1 << (d % 8);
             }
         }
-        w.put(&code).map_err(io)?;
-    }
+        w.put(&code).map_err(io)
+    })?;
     w.end_section().map_err(io)?;
-    let mut node = u.nodes;
-    for slot in 0..count {
-        let links = node + 10;
-        w.put(&u.bytes[links..links + 4 * (1 + u.m0)]).map_err(io)?;
-        node += node_len(slot);
-    }
+    let level0 = 10..10 + 4 * (1 + u.m0);
+    u.for_each_node(|node| w.put(&node[level0.clone()]).map_err(io))?;
     w.end_section().map_err(io)?;
-    for (slot, _) in &upper_slots {
+    for slot in &upper_slots {
         w.put(&slot.to_le_bytes()).map_err(io)?;
     }
     w.end_section().map_err(io)?;
     let mut start = 0u32;
     w.put(&start.to_le_bytes()).map_err(io)?;
-    for (slot, _) in &upper_slots {
+    for slot in &upper_slots {
         start += (u.level(*slot as usize) * (1 + u.m)) as u32;
         w.put(&start.to_le_bytes()).map_err(io)?;
     }
     w.end_section().map_err(io)?;
-    for &(slot, node) in &upper_slots {
-        let links = node + 10 + 4 * (1 + u.m0);
-        let len = u.level(slot as usize) * 4 * (1 + u.m);
-        w.put(&u.bytes[links..links + len]).map_err(io)?;
-    }
+    u.for_each_node(|node| w.put(&node[level0.end..]).map_err(io))?;
     w.end_section().map_err(io)?;
-    w.put(&u.bytes[u.vectors..u.vectors + count * dim]).map_err(io)?;
+    u.for_each_vector(|v| w.put(v).map_err(io))?;
     w.end_section().map_err(io)?;
     let written = w.written;
     let mut file = w.out.into_inner().map_err(|e| io(e.into_error()))?;

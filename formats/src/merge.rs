@@ -48,7 +48,7 @@ pub const MERGED_TIER2_MAX_ROWS: u64 = 524_288;
 pub enum MergeIndexes {
     /// The text index and the vector graph on two threads at once: faster, holding both.
     SideBySide,
-    /// The text index (and file store), then the vector graph: one thread, holding the larger
+    /// The vector graph, then the text index (and file store): one thread, holding the larger
     /// of the two. What a merge does when side by side would pass its memory allowance.
     InTurn,
 }
@@ -338,7 +338,13 @@ pub fn write_merged_segment(
             })??;
             (stats, second?)
         }
-        MergeIndexes::InTurn => (text()?, vectors()?),
+        // The graph first: what usearch allocates for it is given back whole when it is
+        // dropped, where the text index's many small blocks leave the heap fragmented, and a
+        // graph built after them grew on top of what they left (docs/performance.md).
+        MergeIndexes::InTurn => {
+            let second = vectors()?;
+            (text()?, second)
+        }
     };
     stats.second_vectors = second;
     crate::edges::merge_edge_indexes(dir, member_dirs)?;
