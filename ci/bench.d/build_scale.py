@@ -100,10 +100,12 @@ def main() -> None:
         print(json.dumps({"build_scale": results, "fd_with_model": fd}))
         return
     print("\n## The build at scale (synthetic histories, hash embedder: not a model)\n")
+    print("(git's: the git processes the build runs, sampled beside it: anonymous memory, and "
+          "the largest resident set one reached, mapped pack files included)\n")
     print("| commits | rows | build | segments written / unchanged | seconds | "
           "non-embedding rows/s | peak RSS MiB | peak before publish MiB | peak vs one segment | "
-          "peak vs smallest size |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "peak vs smallest size | git's peak anon / RSS MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     first = {}
     whole = {}
     for r in results:
@@ -116,7 +118,8 @@ def main() -> None:
               f"{r['segments_unchanged']} | {r['seconds']:.1f} | "
               f"{r['non_embedding_rows_per_s']:,.0f} | {peak:,.0f} | "
               f"{(r.get('peak_rss_before_publish_kib') or 0) / 1024:,.0f} | {vs_whole:.2f} | "
-              f"{peak / first[r['step']]:.2f} |")
+              f"{peak / first[r['step']]:.2f} | {r.get('git_peak_anon_kib', 0) / 1024:,.0f} / "
+              f"{r.get('git_peak_rss_kib', 0) / 1024:,.0f} |")
     if fd:
         print(f"\nsharkdp/fd with the model ({fd['rows']:,} rows, {fd['embedded']:,} embedded, "
               f"budget {fd['budget']}): peak RSS {fd['peak_rss_kib'] / 1024:,.0f} MiB "

@@ -148,7 +148,7 @@ pub(crate) fn web_url(repo: &str) -> Option<String> {
 }
 
 /// One commit as `git log` shows it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Commit {
     pub sha: String,
     pub parents: Vec<String>,
@@ -264,13 +264,21 @@ const FUNCNAME_ATTRIBUTES: &str = "\
 ";
 
 /// What a `git log` pass reads.
-pub(crate) enum Log {
+pub(crate) enum Log<'a> {
     /// Every commit reachable from any branch or tag, newest first, with the paths it changed
     /// but no diff: the compact pass a build reads the history with first.
     Summaries,
-    /// These commits (one SHA a line), in this order, each with its diff.
-    Patches(String),
+    /// These commits, in this order, each with its diff.
+    Patches(Box<dyn Iterator<Item = &'a str> + 'a>),
 }
+
+/// How many commits one `git log` is asked for (each pass runs one after another for as
+/// many as it reads). git reads every commit it is asked for before it writes the first,
+/// and keeps them all, with its cache of delta bases, until it exits: asked for a
+/// 400,000-commit history at once, `git log -p` held 424 MiB of anonymous memory beside the
+/// indexer for the whole second pass; 4,096 at a time, about 33 MiB, no slower
+/// (docs/performance.md, "git's own memory").
+const LOG_CHUNK: usize = 4096;
 
 /// Writes `request` to a child's stdin from a thread of its own, so the child never waits on a
 /// full output pipe while this thread still writes; stdin closes when the request is written.
@@ -285,17 +293,48 @@ fn feed(mut stdin: std::process::ChildStdin, request: String) -> std::thread::Jo
 /// Streams the commits `log` names to `each`; `each` returns false to stop early.
 pub(crate) fn for_each_commit(
     dir: &Path,
-    log: Log,
+    log: Log<'_>,
+    each: impl FnMut(Commit) -> bool,
+) -> Result<(), GitError> {
+    for_each_commit_in_chunks(dir, log, LOG_CHUNK, each)
+}
+
+/// [`for_each_commit`], asking one `git log` for `chunk` commits at a time. With a `--format`
+/// (git's `tformat`) each commit's record is written the same whatever comes before or after
+/// it, so the records are the bytes one `git log` of them all writes.
+///
+/// The summaries' commits are listed first by `git rev-list --all --date-order` (which holds
+/// only the commit graph: 91 MiB for 400,000 commits, where `git log --all --date-order
+/// --name-only` held 347 MiB with every commit's message and trees), then read in chunks in
+/// that order.
+fn for_each_commit_in_chunks(
+    dir: &Path,
+    log: Log<'_>,
+    chunk: usize,
+    each: impl FnMut(Commit) -> bool,
+) -> Result<(), GitError> {
+    match log {
+        Log::Summaries => {
+            let listed = rev_list(dir)?;
+            log_in_chunks(dir, listed.lines(), "--name-only", chunk, each)
+        }
+        Log::Patches(shas) => log_in_chunks(dir, shas, "-p", chunk, each),
+    }
+}
+
+/// `git log --no-walk=unsorted --stdin` with `what` (`--name-only` or `-p`) over `shas`, in
+/// that order, `chunk` at a time.
+fn log_in_chunks<'s>(
+    dir: &Path,
+    shas: impl Iterator<Item = &'s str>,
+    what: &str,
+    chunk: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     let format = "--format=%x1e%H%x1f%P%x1f%an%x1f%ae%x1f%aI%x1f%cn%x1f%ce%x1f%cI%x1f%B%x1f";
-    let patches = matches!(log, Log::Patches(_));
-    let mut args = vec!["log", "--no-color", "--no-ext-diff", "--no-renames", format];
-    match &log {
-        Log::Summaries => args.extend(["--all", "--date-order", "--name-only"]),
-        Log::Patches(shas) if shas.is_empty() => return Ok(()),
-        Log::Patches(_) => args.extend(["--no-walk=unsorted", "--stdin", "-p"]),
-    }
+    let args = ["log", "--no-color", "--no-ext-diff", "--no-renames", format, "--no-walk=unsorted"];
+    let args = [&args[..], &["--stdin", what]].concat();
+    let patches = what == "-p";
     // git's built-in hunk-header rules per language, so a hunk names the function it is in
     // (`@@ … @@ fn parse(`) rather than the last unindented line.
     let attributes = tempfile::NamedTempFile::new()
@@ -304,20 +343,66 @@ pub(crate) fn for_each_commit(
             Ok(f)
         })
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let mut shas = shas.peekable();
+    let mut going = true;
+    while going && shas.peek().is_some() {
+        let mut request = String::new();
+        for sha in shas.by_ref().take(chunk.max(1)) {
+            request.push_str(sha);
+            request.push('\n');
+        }
+        log_records(dir, attributes.path(), &args, request, |raw| {
+            going = parse_record(raw, patches).is_none_or(&mut each);
+            going
+        })?;
+    }
+    Ok(())
+}
+
+/// Every commit reachable from any branch, tag or HEAD, newest first, no parent before its
+/// children (`--date-order`); none in an empty repository.
+fn rev_list(dir: &Path) -> Result<String, GitError> {
+    let out = git(dir)
+        .args(["rev-list", "--all", "--date-order"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // An empty repository has no commits: that is not an error here.
+    if !out.status.success()
+        && !stderr.contains("does not have any commits")
+        && !stderr.contains("bad default revision")
+    {
+        return Err(GitError::Failed {
+            dir: dir.to_path_buf(),
+            args: "rev-list --all --date-order".into(),
+            stderr: stderr.trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record (the bytes
+/// after a [`RECORD`] separator) to `each`, which returns false to stop: git is then killed
+/// and that is no error.
+fn log_records(
+    dir: &Path,
+    attributes: &Path,
+    args: &[&str],
+    request: String,
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> Result<(), GitError> {
     let mut child = git(dir)
         .arg("-c")
-        .arg(format!("core.attributesFile={}", attributes.path().display()))
+        .arg(format!("core.attributesFile={}", attributes.display()))
         .args(["-c", "core.quotePath=false"])
-        .args(&args)
-        .stdin(if patches { Stdio::piped() } else { Stdio::null() })
+        .args(args)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let feeder = match (log, child.stdin.take()) {
-        (Log::Patches(shas), Some(stdin)) => Some(feed(stdin, shas)),
-        _ => None,
-    };
+    let feeder = child.stdin.take().map(|stdin| feed(stdin, request));
     let mut stdout =
         BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
     let mut buf = Vec::new();
@@ -338,9 +423,7 @@ pub(crate) fn for_each_commit(
             first = false;
             continue; // the bytes before the first separator
         }
-        if let Some(c) = parse_record(&buf, patches)
-            && !each(c)
-        {
+        if !each(&buf) {
             stopped = true;
             break;
         }
@@ -358,12 +441,7 @@ pub(crate) fn for_each_commit(
     }
     let status =
         child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    // An empty repository has no commits: git log fails on it, and that is not an error here.
-    if !stopped
-        && !status.success()
-        && !stderr.contains("does not have any commits")
-        && !stderr.contains("bad default revision")
-    {
+    if !stopped && !status.success() {
         return Err(GitError::Failed {
             dir: dir.to_path_buf(),
             args: args.join(" "),
@@ -482,6 +560,86 @@ mod tests {
     }
 
     #[test]
+    fn commits_read_from_several_git_processes_equal_one_read_of_them_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git_ok(d, &["init", "-q", "-b", "main"]);
+        let commit = |m: &str| git_ok(d, &["commit", "-q", "--allow-empty", "-m", m]);
+        for i in 0..4 {
+            std::fs::write(d.join(format!("f{i}.rs")), format!("fn f{i}() {{}}\n")).unwrap();
+            git_ok(d, &["add", "-A"]);
+            commit(&format!("add f{i}\n\nwith a body\n\n"));
+        }
+        commit("an empty commit");
+        std::fs::write(d.join("bin.dat"), [0u8, 1, 2, 255, 0]).unwrap();
+        git_ok(d, &["add", "-A"]);
+        commit("a binary file");
+        git_ok(d, &["checkout", "-q", "-b", "side", "HEAD~2"]);
+        std::fs::write(d.join("side.md"), "# side\n").unwrap();
+        git_ok(d, &["add", "-A"]);
+        commit("on a side branch");
+        git_ok(d, &["checkout", "-q", "main"]);
+        git_ok(d, &["merge", "-q", "--no-ff", "-m", "a merge", "side"]);
+        std::fs::remove_file(d.join("f0.rs")).unwrap();
+        git_ok(d, &["add", "-A"]);
+        commit("the last: a file removed");
+        let summaries = |chunk: usize| {
+            let mut commits = Vec::new();
+            for_each_commit_in_chunks(d, Log::Summaries, chunk, |c| {
+                commits.push(c);
+                true
+            })
+            .unwrap();
+            commits
+        };
+        let all = summaries(usize::MAX);
+        assert_eq!(all.len(), 9);
+        assert_eq!(all[0].message, "the last: a file removed");
+        assert_eq!(all[0].files, ["f0.rs"]);
+        for chunk in [1, 4] {
+            assert_eq!(summaries(chunk), all, "{chunk} commits a process");
+        }
+        let shas: Vec<String> = all.into_iter().map(|c| c.sha).collect();
+        let read = |chunk: usize| {
+            let mut commits = Vec::new();
+            let log = Log::Patches(Box::new(shas.iter().map(String::as_str)));
+            for_each_commit_in_chunks(d, log, chunk, |c| {
+                commits.push(c);
+                true
+            })
+            .unwrap();
+            commits
+        };
+        let whole = read(usize::MAX);
+        assert_eq!(
+            whole.iter().map(|c| &c.sha).collect::<Vec<_>>(),
+            shas.iter().collect::<Vec<_>>()
+        );
+        for chunk in [1, 2, 3, 8] {
+            assert_eq!(read(chunk), whole, "{chunk} commits a process");
+        }
+        // Stopping early stops every process to come.
+        let mut seen = 0;
+        let log = Log::Patches(Box::new(shas.iter().map(String::as_str)));
+        for_each_commit_in_chunks(d, log, 2, |_| {
+            seen += 1;
+            seen < 3
+        })
+        .unwrap();
+        assert_eq!(seen, 3);
+        // An empty repository has no commits, and that is no error.
+        let empty = tempfile::tempdir().unwrap();
+        git_ok(empty.path(), &["init", "-q"]);
+        let mut any = false;
+        for_each_commit(empty.path(), Log::Summaries, |_| {
+            any = true;
+            true
+        })
+        .unwrap();
+        assert!(!any);
+    }
+
+    #[test]
     fn a_patch_header_names_its_path_even_when_the_path_holds_b_slash() {
         assert_eq!(patch_path("diff --git a/a b/c.rs b/a b/c.rs"), Some("a b/c.rs"));
         assert_eq!(patch_path("diff --git a/x b/x"), Some("x"));
@@ -558,9 +716,9 @@ mod tests {
         })
         .unwrap();
         let shas: Vec<String> = summaries.iter().map(|c| c.sha.clone()).collect();
-        let request: String = shas.iter().map(|s| format!("{s}\n")).collect();
+        let request = || Log::Patches(Box::new(shas.iter().map(String::as_str)));
         let mut patches = Vec::new();
-        for_each_commit(d, Log::Patches(request.clone()), |c| {
+        for_each_commit(d, request(), |c| {
             patches.push(c);
             true
         })
@@ -583,7 +741,7 @@ mod tests {
         assert_eq!(named.len(), 5, "the quoted paths are left out by both: {named:?}");
         // A caller that stops early ends the log without an error.
         let mut seen = 0;
-        for_each_commit(d, Log::Patches(request), |_| {
+        for_each_commit(d, request(), |_| {
             seen += 1;
             false
         })

@@ -390,20 +390,15 @@ impl History {
         on
     }
 
-    /// Every SHA, one a line, in the order a build cuts the history's rows (author time, then
-    /// SHA: [`crate::budget`]'s stream order): what the second pass asks git for.
-    pub(crate) fn cut_order(&self) -> String {
+    /// Every commit in the order a build cuts the history's rows (author time, then SHA:
+    /// [`crate::budget`]'s stream order): what the second pass asks git for.
+    pub(crate) fn cut_order(&self) -> Vec<CommitNo> {
         let mut order: Vec<CommitNo> = self.commits().collect();
         order.sort_unstable_by(|a, b| {
             (self.authored_at[*a as usize], self.sha(*a))
                 .cmp(&(self.authored_at[*b as usize], self.sha(*b)))
         });
-        let mut request = String::with_capacity(self.shas.text.len() + order.len());
-        for c in order {
-            request.push_str(self.sha(c));
-            request.push('\n');
-        }
-        request
+        order
     }
 
     /// A history of `commits` (newest first) and `tags`.
@@ -563,6 +558,7 @@ mod tests {
             });
         }
         history.finish();
-        assert_eq!(history.cut_order(), "dd\ncc\naa\nbb\n");
+        let order: Vec<&str> = history.cut_order().into_iter().map(|c| history.sha(c)).collect();
+        assert_eq!(order, ["dd", "cc", "aa", "bb"]);
     }
 }

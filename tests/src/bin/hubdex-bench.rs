@@ -971,6 +971,67 @@ fn graph_recall(
     Ok(sum / queries.len().max(1) as f64)
 }
 
+/// The most memory the `git` processes this one starts hold, sampled every 20 ms from /proc
+/// (their own peaks, VmHWM, are read at each sample too): git runs beside the indexer, so its
+/// memory is the build's as much as the indexer's is.
+struct GitMemory {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl GitMemory {
+    fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let (mut anon, mut hwm) = (0u64, 0u64);
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut now = 0;
+                for pid in child_pids() {
+                    let status =
+                        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                    if !status
+                        .lines()
+                        .any(|l| l.strip_prefix("Name:").is_some_and(|n| n.trim() == "git"))
+                    {
+                        continue;
+                    }
+                    let kib = |field: &str| -> u64 {
+                        status
+                            .lines()
+                            .find_map(|l| l.strip_prefix(field))
+                            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                            .unwrap_or(0)
+                    };
+                    now += kib("RssAnon:");
+                    hwm = hwm.max(kib("VmHWM:"));
+                }
+                anon = anon.max(now);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (anon, hwm)
+        });
+        GitMemory { stop, sampler }
+    }
+
+    /// The peak anonymous memory of the git processes running at once, and the largest VmHWM
+    /// (anonymous and mapped pack files) one of them reached, in KiB.
+    fn finish(self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap_or((0, 0))
+    }
+}
+
+/// The processes this one started (every thread's children).
+fn child_pids() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| c.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
 /// One build, as issue 30's build-scale bench runs it (one per process: the peak is its own).
 async fn build_bench(
     source: &Path,
@@ -993,6 +1054,7 @@ async fn build_bench(
         let bytes = hubdex_indexer::parse_size(b).map_err(anyhow::Error::msg)?;
         opts.memory_budget = hubdex_indexer::MemoryBudget::unchecked(bytes);
     }
+    let git = GitMemory::start();
     let t = Instant::now();
     let (report, label) = if embedder == "hash" {
         let e = hubdex_tests::HashEmbedder::new(384);
@@ -1002,6 +1064,7 @@ async fn build_bench(
         (hubdex_indexer::build_with(&opts, &e).await?, "the model")
     };
     let seconds = t.elapsed().as_secs_f64();
+    let (git_anon, git_hwm) = git.finish();
     Ok(json!({
         "embedder": label,
         "budget": opts.memory_budget.to_string(),
@@ -1018,6 +1081,8 @@ async fn build_bench(
         "non_embedding_rows_per_s": report.rows as f64 / report.other_seconds().max(1e-9),
         "peak_rss_kib": status_kib("VmHWM:"),
         "peak_rss_before_publish_kib": report.peak_rss_before_publish.map(|b| b >> 10),
+        "git_peak_anon_kib": git_anon,
+        "git_peak_rss_kib": git_hwm,
     }))
 }
 
