@@ -65,7 +65,8 @@ pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
 pub use malloc::{
-    Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, restart_with_fixed_malloc_thresholds,
+    Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed,
+    restart_with_fixed_malloc_thresholds,
 };
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,

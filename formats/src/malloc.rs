@@ -15,11 +15,17 @@
 //! at the peak, 247 with two arenas, publish 179 → 191 s; docs/performance.md, "A merge's
 //! peak"). The server keeps glibc's default: its queries run on many threads at once.
 //!
-//! The settings are read from the environment once, when the process starts, and the
-//! workspace has no `unsafe` to call `mallopt`: so a process started without
-//! `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and `MALLOC_ARENA_MAX`
-//! where asked and not set; same pid, arguments and open files). Where that cannot be done it
-//! carries on as it is.
+//! The settings are read from the environment once, when the process starts: so a process
+//! started without `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and
+//! `MALLOC_ARENA_MAX` where asked and not set; same pid, arguments and open files). Where that
+//! cannot be done it carries on as it is.
+//!
+//! Even so glibc gives freed memory back only from the top of a heap: many small blocks freed
+//! below one still in use stay resident. [`give_back_freed`] (`malloc_trim`, the workspace's one
+//! `unsafe` call) hands those pages back where a phase of the indexer has just ended: before
+//! the publish and after each serving merge, so a unit's vector graph is not built on top of
+//! what the history's pass or the last merge's text index left (docs/performance.md, "git's
+//! own memory, and a merge's graph first").
 
 /// The variable glibc reads; setting it also fixes the mmap threshold (no dynamic threshold).
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
@@ -64,4 +70,21 @@ pub fn restart_with_fixed_malloc_thresholds(arenas: Arenas) {
         let err = restart.exec();
         tracing::debug!(exe = %exe.display(), "could not restart with fixed malloc thresholds: {err}");
     }
+}
+
+/// Gives the system back the pages glibc holds free in its arenas (`malloc_trim(0)`): what the
+/// phase that just ended freed below blocks still in use. Whether anything was given back;
+/// false off glibc, whose allocators give memory back themselves or have no such call.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+pub fn give_back_freed() -> bool {
+    // SAFETY: malloc_trim takes no pointers and changes only glibc's own free lists, locking
+    // each arena while it walks it: any thread may call it at any time.
+    unsafe { libc::malloc_trim(0) == 1 }
+}
+
+/// Gives the system back the pages the allocator holds free: nothing to do off glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn give_back_freed() -> bool {
+    false
 }

@@ -986,6 +986,9 @@ impl Store {
         tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
+        // What the text index's many small blocks left in the heap goes back before the next
+        // merge builds its graph.
+        crate::malloc::give_back_freed();
         let entry = self.upload_segment(&dir, |_| {}).await?;
         let _ = std::fs::remove_dir_all(&dir);
         tracing::info!(merged = %id, members = group.len(), rows = entry.rows, "merged segment written");

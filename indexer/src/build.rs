@@ -866,6 +866,8 @@ pub async fn build_with(
     }
     report.memory_budget = opts.memory_budget.bytes();
     report.peak_rss_before_publish = peak_rss();
+    // What the history's pass freed goes back before the first serving unit's graph is built.
+    hubdex_formats::give_back_freed();
     let rebuilt: BTreeSet<String> = plan.repos.keys().cloned().collect();
     let publication = Publication {
         store: &plan.store,

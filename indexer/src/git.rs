@@ -275,7 +275,7 @@ pub(crate) enum Log<'a> {
 /// How many commits one `git log` is asked for (each pass runs one after another for as
 /// many as it reads). git reads every commit it is asked for before it writes the first,
 /// and keeps them all, with its cache of delta bases, until it exits: asked for a
-/// 400,000-commit history at once, `git log -p` held 424 MiB of anonymous memory beside the
+/// 400,000-commit history at once, `git log -p` held 415 MiB of anonymous memory beside the
 /// indexer for the whole second pass; 4,096 at a time, about 33 MiB, no slower
 /// (docs/performance.md, "git's own memory").
 const LOG_CHUNK: usize = 4096;
