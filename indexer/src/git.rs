@@ -382,9 +382,9 @@ fn rev_list(dir: &Path) -> Result<String, GitError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record (the bytes
-/// after a [`RECORD`] separator) to `each`, which returns false to stop: git is then killed
-/// and that is no error.
+/// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record
+/// (the bytes after a [`RECORD`] separator) to `each`, which returns false to stop: git is
+/// then killed and that is no error.
 fn log_records(
     dir: &Path,
     attributes: &Path,
