@@ -289,7 +289,7 @@ impl UsearchFile {
         file.read_exact(&mut raw).map_err(io)?;
         let levels: Vec<u16> =
             raw.chunks_exact(2).map(|l| i16::from_le_bytes([l[0], l[1]]).max(0) as u16).collect();
-        let mut u = UsearchFile {
+        let u = UsearchFile {
             path: path.to_path_buf(),
             count,
             dim,
@@ -304,7 +304,6 @@ impl UsearchFile {
         if file_len != len {
             return Err(bad(path, format!("{file_len} bytes, its graph needs {len}")));
         }
-        u.levels.shrink_to_fit();
         Ok(u)
     }
 

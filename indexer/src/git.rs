@@ -362,24 +362,17 @@ fn log_in_chunks<'s>(
 /// Every commit reachable from any branch, tag or HEAD, newest first, no parent before its
 /// children (`--date-order`); none in an empty repository.
 fn rev_list(dir: &Path) -> Result<String, GitError> {
-    let out = git(dir)
-        .args(["rev-list", "--all", "--date-order"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // An empty repository has no commits: that is not an error here.
-    if !out.status.success()
-        && !stderr.contains("does not have any commits")
-        && !stderr.contains("bad default revision")
-    {
-        return Err(GitError::Failed {
-            dir: dir.to_path_buf(),
-            args: "rev-list --all --date-order".into(),
-            stderr: stderr.trim().to_string(),
-        });
+    match run(dir, &["rev-list", "--all", "--date-order"]) {
+        Ok(out) => Ok(String::from_utf8_lossy(&out).into_owned()),
+        // An empty repository has no commits: that is not an error here.
+        Err(GitError::Failed { stderr, .. })
+            if stderr.contains("does not have any commits")
+                || stderr.contains("bad default revision") =>
+        {
+            Ok(String::new())
+        }
+        Err(e) => Err(e),
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record

@@ -441,8 +441,12 @@ fn request(query: &str, fusion: Fusion) -> SearchRequest {
 }
 
 fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
+    kib_in(&std::fs::read_to_string("/proc/self/status").unwrap_or_default(), field)
+}
+
+/// A `kB` field (`VmHWM:`, `RssAnon:`, …) of a /proc/PID/status text; 0 where it is missing.
+fn kib_in(status: &str, field: &str) -> u64 {
+    status
         .lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
@@ -996,15 +1000,8 @@ impl GitMemory {
                     {
                         continue;
                     }
-                    let kib = |field: &str| -> u64 {
-                        status
-                            .lines()
-                            .find_map(|l| l.strip_prefix(field))
-                            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                            .unwrap_or(0)
-                    };
-                    now += kib("RssAnon:");
-                    hwm = hwm.max(kib("VmHWM:"));
+                    now += kib_in(&status, "RssAnon:");
+                    hwm = hwm.max(kib_in(&status, "VmHWM:"));
                 }
                 anon = anon.max(now);
                 std::thread::sleep(Duration::from_millis(20));
