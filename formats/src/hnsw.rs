@@ -865,6 +865,57 @@ mod tests {
     /// What a crafted or cut file gets: an error naming the file and what is wrong, from open
     /// (before the map) or from the search that reads a bad link; never a panic.
     #[test]
+    fn a_truncated_or_tampered_usearch_file_is_refused_by_the_conversion() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("vectors.usearch-tmp"), dir.path().join("vectors.hnsw"));
+        let index = usearch::Index::new(&usearch::IndexOptions {
+            dimensions: 16,
+            metric: usearch::MetricKind::Cos,
+            quantization: usearch::ScalarKind::I8,
+            connectivity: 16,
+            expansion_add: 128,
+            expansion_search: 96,
+            multi: false,
+        })
+        .unwrap();
+        index.reserve(300).unwrap();
+        for (i, v) in clustered(300, 16).iter().enumerate() {
+            index.add(i as u64, &quantize(v)).unwrap();
+        }
+        index.save(src.to_str().unwrap()).unwrap();
+        let good = std::fs::read(&src).unwrap();
+        convert_usearch(&src, &dst, 16).unwrap();
+        assert!(HnswIndex::open(&dst, 16, 300, 0).is_ok());
+        let refused = |bytes: &[u8], dim: usize, want: &str| {
+            std::fs::write(&src, bytes).unwrap();
+            let err = convert_usearch(&src, &dst, dim).unwrap_err().to_string();
+            assert!(err.contains(want), "{want:?} in {err}");
+        };
+        let head = 8 + 300 * 16;
+        refused(&good[..good.len() - 1], 16, "its graph needs");
+        refused(&good[..6], 16, "shorter than its own header");
+        refused(&good[..head + 50], 16, "shorter than its own header");
+        refused(&good[..head + 104 + 10], 16, "shorter than its own header");
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 8]);
+        refused(&longer, 16, "its graph needs");
+        refused(&good, 32, "16 bytes a vector, not 32");
+        let mut magic = good.clone();
+        magic[head] = b'X';
+        refused(&magic, 16, "shorter than its own header");
+        let mut scalar = good.clone();
+        scalar[head + 14] = 1;
+        refused(&scalar, 16, "scalar/key/slot kinds 1/14/15");
+        let mut size = good.clone();
+        size[head + 64..head + 72].copy_from_slice(&301u64.to_le_bytes());
+        refused(&size, 16, "graph header: 301 nodes of 300");
+        // A node's level raised: its tape would be longer than the file holds.
+        let mut level = good.clone();
+        level[head + 104..head + 106].copy_from_slice(&5i16.to_le_bytes());
+        refused(&level, 16, "its graph needs");
+    }
+
+    #[test]
     fn a_crafted_or_truncated_file_is_refused_before_it_is_mapped() {
         let dir = tempfile::tempdir().unwrap();
         let vectors = clustered(300, 16);
