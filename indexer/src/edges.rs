@@ -106,7 +106,8 @@ fn resolve_ref(r: &str, repo: &str, history: &History) -> Option<(String, String
                 format!("issue/{id}")
             }
             "commit" | "commits" if id.len() >= 7 && id.chars().all(|c| c.is_ascii_hexdigit()) => {
-                let full = if other == repo { history.resolve_prefix(id)? } else { id };
+                let full =
+                    if other == repo { history.resolve_prefix(id)?.to_string() } else { id.into() };
                 format!("commit/{}", full.to_ascii_lowercase())
             }
             "releases" if id == "tag" => format!("release/{}", parts.get(5)?),
@@ -330,7 +331,7 @@ pub(crate) fn repo_edges(
     for c in history.commits() {
         let (sha, committed_at) = (history.sha(c), history.committed_at(c));
         let source = format!("commit/{sha}");
-        let evidence_id = commit_row(sha);
+        let evidence_id = commit_row(&sha);
         let evidence_id = evidence_id.as_deref();
         let msg = history.edge_lines(c);
         let subject = subject_of(c);

@@ -11,6 +11,8 @@ use std::process::{Command, Stdio};
 use chrono::{DateTime, Utc};
 use globset::GlobSet;
 
+use crate::history::Shas;
+
 /// Directories never searched for repositories, whatever `--exclude` says.
 const SKIP_DIRS: &[&str] = &[
     "node_modules",
@@ -269,7 +271,7 @@ pub(crate) enum Log<'a> {
     /// but no diff: the compact pass a build reads the history with first.
     Summaries,
     /// These commits, in this order, each with its diff.
-    Patches(Box<dyn Iterator<Item = &'a str> + 'a>),
+    Patches(Box<dyn Iterator<Item = String> + 'a>),
 }
 
 /// How many commits one `git log` is asked for (each pass runs one after another for as
@@ -316,7 +318,7 @@ fn for_each_commit_in_chunks(
     match log {
         Log::Summaries => {
             let listed = rev_list(dir)?;
-            log_in_chunks(dir, listed.lines(), "--name-only", chunk, each)
+            log_in_chunks(dir, listed.iter(), "--name-only", chunk, each)
         }
         Log::Patches(shas) => log_in_chunks(dir, shas, "-p", chunk, each),
     }
@@ -324,9 +326,9 @@ fn for_each_commit_in_chunks(
 
 /// `git log --no-walk=unsorted --stdin` with `what` (`--name-only` or `-p`) over `shas`, in
 /// that order, `chunk` at a time.
-fn log_in_chunks<'s>(
+fn log_in_chunks(
     dir: &Path,
-    shas: impl Iterator<Item = &'s str>,
+    shas: impl Iterator<Item = impl AsRef<str>>,
     what: &str,
     chunk: usize,
     mut each: impl FnMut(Commit) -> bool,
@@ -348,7 +350,7 @@ fn log_in_chunks<'s>(
     while going && shas.peek().is_some() {
         let mut request = String::new();
         for sha in shas.by_ref().take(chunk.max(1)) {
-            request.push_str(sha);
+            request.push_str(sha.as_ref());
             request.push('\n');
         }
         log_records(dir, attributes.path(), &args, request, |raw| {
@@ -360,19 +362,26 @@ fn log_in_chunks<'s>(
 }
 
 /// Every commit reachable from any branch, tag or HEAD, newest first, no parent before its
-/// children (`--date-order`); none in an empty repository.
-fn rev_list(dir: &Path) -> Result<String, GitError> {
-    match run(dir, &["rev-list", "--all", "--date-order"]) {
-        Ok(out) => Ok(String::from_utf8_lossy(&out).into_owned()),
+/// children (`--date-order`); none in an empty repository. Kept packed while the first pass
+/// reads them (20 bytes a commit, where git's lines are 41).
+fn rev_list(dir: &Path) -> Result<Shas, GitError> {
+    let out = match run(dir, &["rev-list", "--all", "--date-order"]) {
+        Ok(out) => out,
         // An empty repository has no commits: that is not an error here.
         Err(GitError::Failed { stderr, .. })
             if stderr.contains("does not have any commits")
                 || stderr.contains("bad default revision") =>
         {
-            Ok(String::new())
+            Vec::new()
         }
-        Err(e) => Err(e),
+        Err(e) => return Err(e),
+    };
+    let mut shas = Shas::default();
+    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        shas.push(&String::from_utf8_lossy(line));
     }
+    shas.shrink_to_fit();
+    Ok(shas)
 }
 
 /// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record
@@ -595,7 +604,7 @@ mod tests {
         let shas: Vec<String> = all.into_iter().map(|c| c.sha).collect();
         let read = |chunk: usize| {
             let mut commits = Vec::new();
-            let log = Log::Patches(Box::new(shas.iter().map(String::as_str)));
+            let log = Log::Patches(Box::new(shas.iter().cloned()));
             for_each_commit_in_chunks(d, log, chunk, |c| {
                 commits.push(c);
                 true
@@ -613,7 +622,7 @@ mod tests {
         }
         // Stopping early stops every process to come.
         let mut seen = 0;
-        let log = Log::Patches(Box::new(shas.iter().map(String::as_str)));
+        let log = Log::Patches(Box::new(shas.iter().cloned()));
         for_each_commit_in_chunks(d, log, 2, |_| {
             seen += 1;
             seen < 3
@@ -709,7 +718,7 @@ mod tests {
         })
         .unwrap();
         let shas: Vec<String> = summaries.iter().map(|c| c.sha.clone()).collect();
-        let request = || Log::Patches(Box::new(shas.iter().map(String::as_str)));
+        let request = || Log::Patches(Box::new(shas.iter().cloned()));
         let mut patches = Vec::new();
         for_each_commit(d, request(), |c| {
             patches.push(c);

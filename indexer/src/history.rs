@@ -37,7 +37,7 @@ pub(crate) struct Tag {
 
 /// Strings kept end to end in one buffer: one allocation, not one per string.
 #[derive(Debug, Default)]
-struct Texts {
+pub(crate) struct Texts {
     text: String,
     ends: Vec<usize>,
 }
@@ -60,6 +60,162 @@ impl Texts {
     fn get(&self, i: usize) -> &str {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.text[start..self.ends[i]]
+    }
+}
+
+/// The most hex digits a packed SHA has (a SHA-256 repository's 64; SHA-1's are 40).
+const MAX_DIGITS: usize = 64;
+
+/// Commit SHAs, one after another. git's are lowercase hex of one length (40, or 64 in a
+/// SHA-256 repository), kept two digits to a byte: 20 bytes a commit where text and its end
+/// took 48. Names that are not (a test's `m1`) turn every SHA kept so far, and every later one,
+/// into text.
+#[derive(Debug)]
+pub(crate) enum Shas {
+    /// `digits` hex digits a SHA (0 before the first), `digits / 2` bytes each in `bytes`.
+    Packed {
+        digits: usize,
+        bytes: Vec<u8>,
+    },
+    Text(Texts),
+}
+
+impl Default for Shas {
+    fn default() -> Self {
+        Shas::Packed { digits: 0, bytes: Vec::new() }
+    }
+}
+
+/// Whether `sha` can be packed beside SHAs of `digits` digits (any even number up to
+/// [`MAX_DIGITS`] when `digits` is 0).
+fn packs(sha: &str, digits: usize) -> bool {
+    let fits = if digits == 0 { sha.len() <= MAX_DIGITS } else { sha.len() == digits };
+    fits && !sha.is_empty()
+        && sha.len().is_multiple_of(2)
+        && sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn nibble(digit: u8) -> u8 {
+    if digit.is_ascii_digit() { digit - b'0' } else { digit - b'a' + 10 }
+}
+
+fn digit(nibble: u8) -> u8 {
+    b"0123456789abcdef"[usize::from(nibble & 0xf)]
+}
+
+impl Shas {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Shas::Packed { digits: 0, .. } => 0,
+            Shas::Packed { digits, bytes } => bytes.len() / (digits / 2),
+            Shas::Text(texts) => texts.ends.len(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, sha: &str) {
+        match self {
+            Shas::Packed { digits, bytes } if packs(sha, *digits) => {
+                *digits = sha.len();
+                bytes.extend(sha.as_bytes().chunks(2).map(|d| nibble(d[0]) << 4 | nibble(d[1])));
+            }
+            Shas::Packed { .. } => {
+                let mut texts = Texts::default();
+                for i in 0..self.len() {
+                    texts.push(&self.get(i));
+                }
+                texts.push(sha);
+                *self = Shas::Text(texts);
+            }
+            Shas::Text(texts) => texts.push(sha),
+        }
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Sha<'_> {
+        match self {
+            Shas::Packed { digits, bytes } => {
+                let width = digits / 2;
+                let mut hex = [0u8; MAX_DIGITS];
+                for (k, &b) in bytes[i * width..(i + 1) * width].iter().enumerate() {
+                    (hex[2 * k], hex[2 * k + 1]) = (digit(b >> 4), digit(b));
+                }
+                Sha::Hex { digits: *digits, hex }
+            }
+            Shas::Text(texts) => Sha::Text(texts.get(i)),
+        }
+    }
+
+    /// Every SHA, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Sha<'_>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// SHA `i` against SHA `j`, as text compares (packed digits compare the same).
+    fn cmp(&self, i: usize, j: usize) -> std::cmp::Ordering {
+        match self {
+            Shas::Packed { digits, bytes } => {
+                let width = digits / 2;
+                bytes[i * width..(i + 1) * width].cmp(&bytes[j * width..(j + 1) * width])
+            }
+            Shas::Text(texts) => texts.get(i).cmp(texts.get(j)),
+        }
+    }
+
+    pub(crate) fn shrink_to_fit(&mut self) {
+        match self {
+            Shas::Packed { bytes, .. } => bytes.shrink_to_fit(),
+            Shas::Text(texts) => texts.shrink_to_fit(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Shas::Packed { bytes, .. } => bytes.capacity(),
+            Shas::Text(texts) => texts.heap_bytes(),
+        }
+    }
+}
+
+/// A commit's SHA as [`History::sha`] gives it: its digits unpacked on the stack, or the text
+/// kept. Reads as a `&str`.
+#[derive(Clone, Copy)]
+pub(crate) enum Sha<'a> {
+    Hex { digits: usize, hex: [u8; MAX_DIGITS] },
+    Text(&'a str),
+}
+
+impl std::ops::Deref for Sha<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            // Hex digits are ASCII: never the default.
+            Sha::Hex { digits, hex } => std::str::from_utf8(&hex[..*digits]).unwrap_or_default(),
+            Sha::Text(text) => text,
+        }
+    }
+}
+
+impl AsRef<str> for Sha<'_> {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl std::fmt::Display for Sha<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl std::fmt::Debug for Sha<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl PartialEq<&str> for Sha<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        **self == **other
     }
 }
 
@@ -137,11 +293,11 @@ fn may_hold_reference(line: &str) -> bool {
 /// What the git history says: see the module's documentation.
 #[derive(Debug, Default)]
 pub(crate) struct History {
-    shas: Texts,
+    shas: Shas,
     /// Commit numbers ordered by SHA (finding a commit, resolving an abbreviated SHA).
     by_sha: Vec<CommitNo>,
     /// Parent SHAs as read, until [`History::finish`] turns them into `parents`.
-    parent_shas: Texts,
+    parent_shas: Shas,
     parent_counts: Vec<u32>,
     parents: Lists,
     /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
@@ -155,6 +311,9 @@ pub(crate) struct History {
     /// Seconds, [`NO_TIME`] for none.
     committed_at: Vec<i64>,
     authored_at: Vec<i64>,
+    /// The second pass's order ([`History::cut_order`]), once [`History::keep_what_rows_read`]
+    /// has made it from the author times and dropped them.
+    order: Vec<CommitNo>,
     files: Lists,
     paths: Vec<Arc<str>>,
     path_numbers: HashMap<Arc<str>, u32>,
@@ -199,14 +358,15 @@ impl History {
     pub(crate) fn finish(&mut self) {
         let n = CommitNo::try_from(self.len()).expect("fewer than 2^32 commits");
         let mut by_sha: Vec<CommitNo> = (0..n).collect();
-        by_sha.sort_unstable_by(|a, b| self.sha(*a).cmp(self.sha(*b)));
+        by_sha.sort_unstable_by(|&a, &b| self.shas.cmp(a as usize, b as usize));
         self.by_sha = by_sha;
         let parent_shas = std::mem::take(&mut self.parent_shas);
         let mut at = 0;
         for &count in &std::mem::take(&mut self.parent_counts) {
             let count = count as usize;
-            let parents: Vec<CommitNo> =
-                (at..at + count).map(|k| self.find(parent_shas.get(k)).unwrap_or(ABSENT)).collect();
+            let parents: Vec<CommitNo> = (at..at + count)
+                .map(|k| self.find(&parent_shas.get(k)).unwrap_or(ABSENT))
+                .collect();
             at += count;
             self.parents.push(parents);
         }
@@ -234,6 +394,7 @@ impl History {
             + self.messages.heap_bytes()
             + titles
             + (self.committed_at.capacity() + self.authored_at.capacity()) * size_of::<i64>()
+            + self.order.capacity() * size_of::<CommitNo>()
             + self.files.heap_bytes()
             + self.paths.capacity() * size_of::<Arc<str>>()
             + paths
@@ -242,7 +403,7 @@ impl History {
 
     /// How many commits the history holds.
     pub(crate) fn len(&self) -> usize {
-        self.shas.ends.len()
+        self.shas.len()
     }
 
     /// Every commit number, newest first (the log's order).
@@ -250,20 +411,20 @@ impl History {
         0..CommitNo::try_from(self.len()).expect("fewer than 2^32 commits")
     }
 
-    pub(crate) fn sha(&self, c: CommitNo) -> &str {
+    pub(crate) fn sha(&self, c: CommitNo) -> Sha<'_> {
         self.shas.get(c as usize)
     }
 
     /// The commit whose full SHA is `sha`.
     pub(crate) fn find(&self, sha: &str) -> Option<CommitNo> {
-        let i = self.by_sha.partition_point(|&c| self.sha(c) < sha);
-        self.by_sha.get(i).copied().filter(|&c| self.sha(c) == sha)
+        let i = self.by_sha.partition_point(|&c| *self.sha(c) < *sha);
+        self.by_sha.get(i).copied().filter(|&c| *self.sha(c) == *sha)
     }
 
     /// The one commit whose SHA starts with `prefix` (any case), if exactly one does.
-    pub(crate) fn resolve_prefix(&self, prefix: &str) -> Option<&str> {
+    pub(crate) fn resolve_prefix(&self, prefix: &str) -> Option<Sha<'_>> {
         let prefix = prefix.to_ascii_lowercase();
-        let i = self.by_sha.partition_point(|&c| self.sha(c) < prefix.as_str());
+        let i = self.by_sha.partition_point(|&c| *self.sha(c) < *prefix);
         let first = self.by_sha.get(i).map(|&c| self.sha(c)).filter(|s| s.starts_with(&prefix))?;
         let unique =
             self.by_sha.get(i + 1).is_none_or(|&c| !self.sha(c).starts_with(prefix.as_str()));
@@ -339,9 +500,12 @@ impl History {
     /// brought in (`mainline` is HEAD's first-parent chain, empty when there are none to make),
     /// each commit's parents and the paths of commits off the mainline (a merge's walk stops at
     /// the first mainline commit; [`History::keep_titles`] keeps their titles). Commit times go
-    /// either way. A history without merges keeps ~60 bytes a commit, not ~100.
+    /// either way; the author times once they have made the order. A history without merges
+    /// keeps ~28 bytes a commit, not ~100.
     pub(crate) fn keep_what_rows_read(&mut self, mainline: &[bool]) {
         self.committed_at = Vec::new();
+        self.order = self.cut_order().into_owned();
+        self.authored_at = Vec::new();
         if mainline.is_empty() {
             self.parents = Lists::default();
             self.files = Lists::default();
@@ -392,13 +556,16 @@ impl History {
 
     /// Every commit in the order a build cuts the history's rows (author time, then SHA:
     /// [`crate::budget`]'s stream order): what the second pass asks git for.
-    pub(crate) fn cut_order(&self) -> Vec<CommitNo> {
+    pub(crate) fn cut_order(&self) -> std::borrow::Cow<'_, [CommitNo]> {
+        if self.authored_at.is_empty() && !self.order.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.order);
+        }
         let mut order: Vec<CommitNo> = self.commits().collect();
-        order.sort_unstable_by(|a, b| {
-            (self.authored_at[*a as usize], self.sha(*a))
-                .cmp(&(self.authored_at[*b as usize], self.sha(*b)))
+        order.sort_unstable_by(|&a, &b| {
+            let time = |c: CommitNo| self.authored_at.get(c as usize).copied().unwrap_or(NO_TIME);
+            time(a).cmp(&time(b)).then_with(|| self.shas.cmp(a as usize, b as usize))
         });
-        order
+        std::borrow::Cow::Owned(order)
     }
 
     /// A history of `commits` (newest first) and `tags`.
@@ -417,6 +584,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn commit(sha: &str, parents: &[&str], message: &str, files: &[&str]) -> Commit {
         Commit {
@@ -447,7 +615,7 @@ mod tests {
         assert_eq!(history.files(b2).collect::<Vec<_>>(), ["y.rs", "x.rs"]);
         assert_eq!(history.edge_lines(c3), "Merge branch 'x'");
         assert_eq!(history.find("d4"), None);
-        assert_eq!(history.resolve_prefix("B"), Some("b2"));
+        assert_eq!(history.resolve_prefix("B").as_deref(), Some("b2"));
         assert_eq!(history.first_parent_chain(Some("c3")), [true, true, true]);
         assert_eq!(history.first_parent_chain(Some("b2")), [false, true, true]);
         assert!(history.has_merges());
@@ -510,9 +678,9 @@ mod tests {
         let message_bytes: usize = commits.iter().map(|c| c.message.len()).sum();
         let history = History::of(&commits, vec![]);
         let per_commit = history.heap_bytes() / n;
-        // SHA 40 + its end 8 + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + two
-        // times 16 + two paths 8 + their end 8 = ~142 bytes; the whole messages were ~250 more.
-        assert!(per_commit <= 160, "{per_commit} bytes a commit");
+        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + two
+        // times 16 + two paths 8 + their end 8 = ~114 bytes; the whole messages were ~250 more.
+        assert!(per_commit <= 130, "{per_commit} bytes a commit");
         assert!(history.heap_bytes() < message_bytes, "less than the messages alone");
         assert_eq!(
             history.title(history.find(&commits[5].sha).unwrap()),
@@ -523,10 +691,10 @@ mod tests {
         history.drop_messages();
         history.keep_what_rows_read(&[]);
         let per_commit = history.heap_bytes() / n;
-        // SHA 40 + its end 8 + by SHA 4 + the author time 8 (the second pass's order) = 60.
-        assert!(per_commit <= 70, "{per_commit} bytes a commit for the second pass");
+        // SHA 20 + by SHA 4 + the second pass's order 4 = 28.
+        assert!(per_commit <= 30, "{per_commit} bytes a commit for the second pass");
         assert_eq!(history.find(&commits[7].sha), Some(7));
-        assert_eq!(history.sha(7), commits[7].sha);
+        assert_eq!(&*history.sha(7), commits[7].sha);
     }
 
     #[test]
@@ -558,7 +726,77 @@ mod tests {
             });
         }
         history.finish();
-        let order: Vec<&str> = history.cut_order().into_iter().map(|c| history.sha(c)).collect();
+        let order: Vec<String> =
+            history.cut_order().iter().map(|&c| history.sha(c).to_string()).collect();
         assert_eq!(order, ["dd", "cc", "aa", "bb"]);
+        // Made once for the second pass, the order outlives the author times.
+        history.keep_what_rows_read(&[]);
+        assert!(history.authored_at.is_empty());
+        let kept: Vec<String> =
+            history.cut_order().iter().map(|&c| history.sha(c).to_string()).collect();
+        assert_eq!(kept, order);
+    }
+
+    proptest! {
+        /// Packed SHAs (git's, lowercase hex of one length) answer as the same SHAs kept as
+        /// text do: each SHA, finding one, resolving a prefix, the second pass's order.
+        #[test]
+        fn packed_shas_answer_as_text_does(
+            seeds in proptest::collection::vec((any::<u64>(), 0i64..4), 1..60),
+            sha256 in any::<bool>(),
+            prefix_len in 1usize..6,
+        ) {
+            let digits = if sha256 { 64 } else { 40 };
+            let shas: Vec<String> = seeds
+                .iter()
+                .enumerate()
+                .map(|(i, (s, _))| format!("{s:016x}{i:08x}").repeat(3)[..digits].to_string())
+                .collect();
+            let commits = |names: &[String]| -> Vec<Commit> {
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, sha)| Commit {
+                        sha: sha.clone(),
+                        authored_at: DateTime::from_timestamp(seeds.get(i).map_or(9, |s| s.1), 0),
+                        ..Commit::default()
+                    })
+                    .collect()
+            };
+            let packed = History::of(&commits(&shas), vec![]);
+            prop_assert!(matches!(packed.shas, Shas::Packed { .. }), "packed");
+            // One name that is not hex turns them all into text.
+            let mut names = shas.clone();
+            names.push("not-hex".into());
+            let text = History::of(&commits(&names), vec![]);
+            prop_assert!(matches!(text.shas, Shas::Text(_)), "text");
+            let order = |h: &History| -> Vec<String> {
+                h.cut_order().iter().map(|&c| h.sha(c).to_string()).filter(|s| s != "not-hex").collect()
+            };
+            prop_assert_eq!(order(&packed), order(&text));
+            let resolve = |h: &History, p: &str| h.resolve_prefix(p).map(|s| s.to_string());
+            for (i, sha) in shas.iter().enumerate() {
+                let c = CommitNo::try_from(i).unwrap();
+                prop_assert_eq!(&*packed.sha(c), sha.as_str());
+                prop_assert_eq!(packed.find(sha), text.find(sha));
+                let prefix = &sha[..prefix_len];
+                prop_assert_eq!(
+                    resolve(&packed, prefix),
+                    resolve(&text, prefix)
+                );
+                prop_assert_eq!(
+                    resolve(&packed, &prefix.to_ascii_uppercase()),
+                    resolve(&text, prefix)
+                );
+                // An uppercase SHA is not git's: neither finds it.
+                let upper = sha.to_ascii_uppercase();
+                if upper != *sha {
+                    prop_assert_eq!(packed.find(&upper), None);
+                }
+            }
+            prop_assert_eq!(packed.find(&"0".repeat(digits + 2)), None);
+            prop_assert_eq!(packed.find("zz"), None);
+            prop_assert!(packed.heap_bytes() < text.heap_bytes());
+        }
     }
 }

@@ -168,7 +168,7 @@ impl CommitRows {
         let web = self.web.as_deref();
         let (mut read, all) = (0usize, self.history.len());
         let order = self.history.cut_order();
-        let shas = order.iter().map(|c| self.history.sha(*c));
+        let shas = order.iter().map(|c| self.history.sha(*c).to_string());
         git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
             let mut rows = Vec::new();
             if wants_commits {
