@@ -862,8 +862,8 @@ mod tests {
         assert!(index.search(&[1.0; 8], 5, None).unwrap().is_empty());
     }
 
-    /// What a crafted or cut file gets: an error naming the file and what is wrong, from open
-    /// (before the map) or from the search that reads a bad link; never a panic.
+    /// What a crafted or cut usearch file gets from the conversion: an error naming what is
+    /// wrong, never a panic or a converted file.
     #[test]
     fn a_truncated_or_tampered_usearch_file_is_refused_by_the_conversion() {
         let dir = tempfile::tempdir().unwrap();
@@ -915,6 +915,8 @@ mod tests {
         refused(&level, 16, "its graph needs");
     }
 
+    /// What a crafted or cut file gets: an error naming the file and what is wrong, from open
+    /// (before the map) or from the search that reads a bad link; never a panic.
     #[test]
     fn a_crafted_or_truncated_file_is_refused_before_it_is_mapped() {
         let dir = tempfile::tempdir().unwrap();

@@ -95,14 +95,6 @@ fn packs(sha: &str, digits: usize) -> bool {
         && sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn nibble(digit: u8) -> u8 {
-    if digit.is_ascii_digit() { digit - b'0' } else { digit - b'a' + 10 }
-}
-
-fn digit(nibble: u8) -> u8 {
-    b"0123456789abcdef"[usize::from(nibble & 0xf)]
-}
-
 impl Shas {
     pub(crate) fn len(&self) -> usize {
         match self {
@@ -116,7 +108,10 @@ impl Shas {
         match self {
             Shas::Packed { digits, bytes } if packs(sha, *digits) => {
                 *digits = sha.len();
-                bytes.extend(sha.as_bytes().chunks(2).map(|d| nibble(d[0]) << 4 | nibble(d[1])));
+                let start = bytes.len();
+                bytes.resize(start + sha.len() / 2, 0);
+                // `packs` let only hex digits of an even count through: this cannot fail.
+                let _ = hex::decode_to_slice(sha, &mut bytes[start..]);
             }
             Shas::Packed { .. } => {
                 let mut texts = Texts::default();
@@ -135,9 +130,9 @@ impl Shas {
             Shas::Packed { digits, bytes } => {
                 let width = digits / 2;
                 let mut hex = [0u8; MAX_DIGITS];
-                for (k, &b) in bytes[i * width..(i + 1) * width].iter().enumerate() {
-                    (hex[2 * k], hex[2 * k + 1]) = (digit(b >> 4), digit(b));
-                }
+                // Two lowercase digits a byte, into exactly twice the bytes: this cannot fail.
+                let _ =
+                    hex::encode_to_slice(&bytes[i * width..(i + 1) * width], &mut hex[..*digits]);
                 Sha::Hex { digits: *digits, hex }
             }
             Shas::Text(texts) => Sha::Text(texts.get(i)),
@@ -557,7 +552,7 @@ impl History {
     /// Every commit in the order a build cuts the history's rows (author time, then SHA:
     /// [`crate::budget`]'s stream order): what the second pass asks git for.
     pub(crate) fn cut_order(&self) -> std::borrow::Cow<'_, [CommitNo]> {
-        if self.authored_at.is_empty() && !self.order.is_empty() {
+        if !self.order.is_empty() {
             return std::borrow::Cow::Borrowed(&self.order);
         }
         let mut order: Vec<CommitNo> = self.commits().collect();
