@@ -893,7 +893,7 @@ impl Store {
                 // slot) everywhere keeps two merges from each holding what the other waits on.
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
-                let threads = crate::merge::graph_threads(rows, indexes);
+                let threads = crate::merge::graph_threads(rows);
                 let entry =
                     self.write_merged(&group, &id, model, cache, work, indexes, threads).await?;
                 finished();
@@ -919,7 +919,7 @@ impl Store {
             None => {
                 let rows = group.iter().map(|s| s.rows).sum();
                 let indexes = MergeIndexes::SideBySide;
-                let threads = crate::merge::graph_threads(rows, indexes);
+                let threads = crate::merge::graph_threads(rows);
                 self.write_merged(group, &id, model, cache, work, indexes, threads).await
             }
         }

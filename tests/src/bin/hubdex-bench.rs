@@ -137,7 +137,7 @@ enum Command {
         #[arg(long)]
         way: String,
         /// Threads inserting into the vector graph of a streamed merge (the default: what a
-        /// build takes for a unit of that size written that way, `hubdex_formats::graph_threads`).
+        /// build takes for a unit of that size, `hubdex_formats::graph_threads`).
         #[arg(long)]
         graph_threads: Option<usize>,
     },
@@ -362,7 +362,7 @@ async fn prepare(
             &dirs,
             &base_manifest.model,
             hubdex_formats::MergeIndexes::SideBySide,
-            hubdex_formats::graph_threads(rows, hubdex_formats::MergeIndexes::SideBySide),
+            hubdex_formats::graph_threads(rows),
         )?;
         one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
         std::fs::remove_dir_all(&dir)?;
@@ -915,9 +915,8 @@ async fn merge_bench(
     };
     let rows = group.iter().map(|s| s.rows).sum();
     // Held in memory, the graph is built on one thread.
-    let threads = indexes.map_or(1, |indexes| {
-        graph_threads.unwrap_or_else(|| hubdex_formats::graph_threads(rows, indexes))
-    });
+    let threads =
+        indexes.map_or(1, |_| graph_threads.unwrap_or_else(|| hubdex_formats::graph_threads(rows)));
     let t = Instant::now();
     let meta = match indexes {
         Some(indexes) => hubdex_formats::write_merged_segment(
