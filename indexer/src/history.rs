@@ -115,8 +115,8 @@ impl Shas {
             }
             Shas::Packed { .. } => {
                 let mut texts = Texts::default();
-                for i in 0..self.len() {
-                    texts.push(&self.get(i));
+                for kept in self.iter() {
+                    texts.push(&kept);
                 }
                 texts.push(sha);
                 *self = Shas::Text(texts);
