@@ -17,7 +17,9 @@ measure an older hubdex-bench alike, run this with MALLOC_TRIM_THRESHOLD_=131072
     (what every build was before the memory budget);
   - budget: the same history under the default budget (3 GiB) and under 256 MiB;
   - rebuild: the 256 MiB store built again with nothing changed;
-  - delta: one commit more, then built again (what it embeds, writes, and its time).
+  - delta: one commit more, then built again (what it embeds, writes, and its time);
+  the rebuild and the delta say how many commits' diffs they did not read (build segments
+  of history rows found again by their spans).
 
 With --fd-bundle and --model, the real model's peak on a real repository: sharkdp/fd (from
 the bundle in ../shared/eval), built with the model and the default budget.
@@ -102,10 +104,11 @@ def main() -> None:
     print("\n## The build at scale (synthetic histories, hash embedder: not a model)\n")
     print("(git's: the git processes the build runs, sampled beside it: anonymous memory, and "
           "the largest resident set one reached, mapped pack files included)\n")
-    print("| commits | rows | build | segments written / unchanged | seconds | "
+    print("| commits | rows | build | segments written / unchanged | commits' diffs not read | "
+          "seconds | "
           "non-embedding rows/s | peak RSS MiB | peak before publish MiB | peak vs one segment | "
           "peak vs smallest size | git's peak anon / RSS MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     first = {}
     whole = {}
     for r in results:
@@ -115,7 +118,7 @@ def main() -> None:
             whole[r["commits"]] = peak
         vs_whole = peak / whole[r["commits"]] if r["commits"] in whole else float("nan")
         print(f"| {r['commits']:,} | {r['rows']:,} | {r['step']} | {r['segments_written']} / "
-              f"{r['segments_unchanged']} | {r['seconds']:.1f} | "
+              f"{r['segments_unchanged']} | {r.get('commits_skipped', 0):,} | {r['seconds']:.1f} | "
               f"{r['non_embedding_rows_per_s']:,.0f} | {peak:,.0f} | "
               f"{(r.get('peak_rss_before_publish_kib') or 0) / 1024:,.0f} | {vs_whole:.2f} | "
               f"{peak / first[r['step']]:.2f} | {r.get('git_peak_anon_kib', 0) / 1024:,.0f} / "

@@ -69,8 +69,8 @@ pub use malloc::{
     restart_with_fixed_malloc_thresholds,
 };
 pub use manifest::{
-    BuildStats, FORMAT_VERSION, FileEntry, Latest, Manifest, ManifestSegment, ModelIdentity, Pin,
-    READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,
+    BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,
+    ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,
 };
 pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,

@@ -134,6 +134,44 @@ pub struct ManifestSegment {
     /// written before it was recorded, and on merged segments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_sha256: Option<String>,
+    /// A build segment of a local history's rows alone: which rows of which commits it holds
+    /// and a key of what they are made from, so a rebuild reuses it without reading those
+    /// commits' diffs ([`HistorySpan`]). Absent on other segments and on segments written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<HistorySpan>,
+}
+
+/// Where a build segment of history rows lies in its repository's history, and what its rows
+/// are made from. The history's rows are cut in a fixed order (author time, then SHA; a
+/// commit's rows by id), so a segment is a run of that order: from row `first_row` of commit
+/// `first` to row `last_row` of commit `last`, `commits` commits in all. A rebuild that finds
+/// the same run starting where a build segment starts, with the same `key`, knows the cut
+/// makes the same segment there and reuses it without asking git for those commits' diffs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistorySpan {
+    /// The SHA of its first commit.
+    pub first: String,
+    /// Its first row's place among that commit's rows.
+    pub first_row: u32,
+    /// The SHA of its last commit.
+    pub last: String,
+    /// Its last row's place among that commit's rows.
+    pub last_row: u32,
+    /// Whether its last row is its last commit's last row.
+    pub ends_commit: bool,
+    /// How many commits it holds rows of.
+    pub commits: u64,
+    /// Its rows' bytes as the cut weighs them.
+    pub bytes: u64,
+    /// The pull request and issue numbers its commits' messages name: the crawl's threads of
+    /// these numbers are part of what its commit rows are made from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<i64>,
+    /// sha256 of what its rows are made from, apart from the diffs (which a commit's SHA
+    /// fixes): the indexer's row version and git's, the repository, its rules and the cut's
+    /// share, each commit's SHA and what a merge lists, its edges, and those threads.
+    pub key: String,
 }
 
 /// `snapshots/<id>/manifest.json`.

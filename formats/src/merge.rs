@@ -443,6 +443,7 @@ mod tests {
             files: Vec::new(),
             members: Vec::new(),
             input_sha256: None,
+            history: None,
         }
     }
 

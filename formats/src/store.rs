@@ -1009,6 +1009,7 @@ fn manifest_entry(meta: &SegmentMeta, json: &[u8]) -> ManifestSegment {
         files: meta.files.clone(),
         members: meta.members.clone(),
         input_sha256: meta.input_sha256.clone(),
+        history: None,
     }
 }
 

@@ -15,10 +15,14 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Edge, FileText, MergeLimits, Row, RowType, boundary_after};
+use hubdex_formats::{
+    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, boundary_after,
+};
 
 use crate::edges::{CommitReleases, RepoEdges};
 use crate::history::History;
+use crate::local::ThreadLinks;
+use crate::spans::{RowAt, SpanKeys};
 
 /// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
@@ -173,6 +177,12 @@ pub(crate) struct Part {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
     pub(crate) edges: Vec<Edge>,
+    /// A build segment of the current snapshot the cut found again by its history span
+    /// ([`Cutter::try_reuse`]): its rows were not read, and it is taken as it is.
+    pub(crate) reused: Option<ManifestSegment>,
+    /// Where a segment of history rows alone lies in the history, to record in the manifest
+    /// ([`crate::spans`]).
+    pub(crate) history: Option<HistorySpan>,
 }
 
 /// A part while the cutter fills it: its edges keep their index in the repository's list,
@@ -183,6 +193,13 @@ struct Filling {
     files: Vec<FileText>,
     edges: Vec<(usize, Edge)>,
     bytes: u64,
+    /// The places of its first and last history rows.
+    first: Option<RowAt>,
+    last: Option<RowAt>,
+    /// Whether it holds rows that are not the history's.
+    other: bool,
+    reused: Option<ManifestSegment>,
+    history: Option<HistorySpan>,
 }
 
 impl Filling {
@@ -192,6 +209,8 @@ impl Filling {
             rows: self.rows,
             files: self.files,
             edges: self.edges.into_iter().map(|(_, e)| e).collect(),
+            reused: self.reused,
+            history: self.history,
         }
     }
 
@@ -231,6 +250,10 @@ pub(crate) struct Cutter<'h> {
     /// Parts ready to be handed out.
     ready: Vec<Part>,
     total: u64,
+    /// The keys of history spans, when the cut records them ([`Self::with_spans`]).
+    spans: Option<&'h SpanKeys<'h>>,
+    /// The current snapshot's build segments of history rows, by their first commit and row.
+    previous: HashMap<(String, u32), ManifestSegment>,
 }
 
 impl<'h> Cutter<'h> {
@@ -263,11 +286,45 @@ impl<'h> Cutter<'h> {
             closed: Vec::new(),
             ready: Vec::new(),
             total: 0,
+            spans: None,
+            previous: HashMap::new(),
         }
     }
 
-    /// Takes the next row of the stream.
+    /// Records each build segment of history rows alone with its span ([`crate::spans`]), and
+    /// lets [`Self::try_reuse`] take the `previous` build segments whose spans it meets again.
+    pub(crate) fn with_spans(
+        mut self,
+        spans: &'h SpanKeys<'h>,
+        previous: &[ManifestSegment],
+    ) -> Cutter<'h> {
+        self.spans = Some(spans);
+        self.previous = previous
+            .iter()
+            .filter_map(|s| {
+                let h = s.history.as_ref()?;
+                Some(((h.first.clone(), h.first_row), s.clone()))
+            })
+            .collect();
+        self
+    }
+
+    /// Takes the next row of the stream: one that is not the history's.
     pub(crate) fn push(&mut self, row: Row) {
+        self.push_at(row, None);
+    }
+
+    /// Takes the next row of the stream: a history row, at `at`.
+    pub(crate) fn push_history(&mut self, row: Row, at: RowAt) {
+        self.push_at(row, Some(at));
+    }
+
+    /// Whether the segment being filled is empty: the next row starts a build segment.
+    pub(crate) fn at_boundary(&self) -> bool {
+        self.open.rows.is_empty()
+    }
+
+    fn push_at(&mut self, row: Row, at: Option<RowAt>) {
         let b = row_bytes(&row, self.dim);
         if !self.open.rows.is_empty() && self.open.bytes + b > self.share * SEGMENT_MAX_SHARES {
             self.close();
@@ -282,6 +339,13 @@ impl<'h> Cutter<'h> {
             self.open.edges.push(edge);
         }
         let boundary = boundary_after(&row.id, b, self.share);
+        match at {
+            Some(at) => {
+                self.open.first.get_or_insert(at);
+                self.open.last = Some(at);
+            }
+            None => self.open.other = true,
+        }
         self.open.rows.push(row);
         self.open.bytes += b;
         self.total += b;
@@ -298,7 +362,87 @@ impl<'h> Cutter<'h> {
     }
 
     fn close(&mut self) {
-        self.closed.push(std::mem::take(&mut self.open));
+        let mut f = std::mem::take(&mut self.open);
+        if let (Some(spans), Some(first), Some(last), false) =
+            (self.spans, f.first, f.last, f.other)
+        {
+            let mut edges: Vec<&(usize, Edge)> = f.edges.iter().collect();
+            edges.sort_by_key(|(i, _)| *i);
+            let mut threads: Vec<i64> =
+                f.rows.iter().flat_map(ThreadLinks::numbers_named).collect();
+            threads.sort_unstable();
+            threads.dedup();
+            f.history =
+                Some(spans.span(first, last, f.bytes, edges.into_iter().map(|(_, e)| e), threads));
+        }
+        self.closed.push(f);
+    }
+
+    /// At a boundary (the segment being filled is empty) before the history row at `at`: when
+    /// a build segment of the current snapshot starts there and its span's key is what these
+    /// rows are made from now, takes it as it is (its rows are not read: [`crate::spans`]) and
+    /// returns where the rows after it start. `None` when nothing is reused (read the rows).
+    ///
+    /// A segment is taken only where the cut would make it: right after a boundary, with the
+    /// same rows (the key), not the stream's last (a row follows it: the rest of its last
+    /// commit, or the next commit's commit row), and not within the first share of the stream
+    /// (which, were the stream to end within it, would be one segment).
+    pub(crate) fn try_reuse(&mut self, at: (usize, u32)) -> Option<(usize, u32)> {
+        let spans = self.spans?;
+        if !self.at_boundary() || at.0 >= spans.len() || !spans.every_commit_has_a_row() {
+            return None;
+        }
+        let entry = self.previous.get(&(spans.sha(at.0).to_string(), at.1))?;
+        let span = entry.history.as_ref()?;
+        let last = at.0.checked_add(usize::try_from(span.commits).ok()?.checked_sub(1)?)?;
+        let follows = if span.ends_commit { last + 1 < spans.len() } else { last < spans.len() };
+        if !follows || *spans.sha(last) != *span.last || self.total + span.bytes <= self.share {
+            return None;
+        }
+        let first = RowAt { commit: at.0, row: at.1, last: false };
+        let end = RowAt { commit: last, row: span.last_row, last: span.ends_commit };
+        let edges = self.span_edges(spans, first, last);
+        let key = spans.key(first, end, edges.iter().map(|(_, e)| e), &span.threads);
+        if key != span.key {
+            return None;
+        }
+        let entry = entry.clone();
+        let bytes = span.bytes;
+        // Its edges are in it: the rows that follow do not take them.
+        for c in first.commit..=last {
+            if c == first.commit && first.row > 0 {
+                continue;
+            }
+            let entity = format!("commit/{}", spans.sha(c));
+            self.edges.remove(&entity);
+            self.commit_edges.take(self.history, &entity);
+        }
+        self.total += bytes;
+        if self.total > self.share {
+            // A part follows each closed one: none of them is the last.
+            self.ready.extend(self.closed.drain(..).map(Filling::into_part));
+        }
+        let history = entry.history.clone();
+        self.closed.push(Filling { reused: Some(entry), history, bytes, ..Filling::default() });
+        Some(if end.last { (last + 1, 0) } else { (last, end.row + 1) })
+    }
+
+    /// The edges the build segment of the history rows from `first` to the commit at `last`
+    /// would hold, in its order: those of each commit whose first row it holds.
+    fn span_edges(&self, spans: &SpanKeys, first: RowAt, last: usize) -> Vec<(usize, Edge)> {
+        let mut edges = Vec::new();
+        for c in first.commit..=last {
+            if c == first.commit && first.row > 0 {
+                continue;
+            }
+            let entity = format!("commit/{}", spans.sha(c));
+            if let Some(listed) = self.edges.get(&entity) {
+                edges.extend(listed.iter().cloned());
+            }
+            edges.extend(self.commit_edges.peek(self.history, spans.commit(c)));
+        }
+        edges.sort_by_key(|(i, _)| *i);
+        edges
     }
 
     /// The build segments known so far, in order.
@@ -317,6 +461,13 @@ impl<'h> Cutter<'h> {
             last = self.closed.pop().unwrap_or_default();
             self.ready.extend(self.closed.drain(..).map(Filling::into_part));
         }
+        if last.reused.is_some() {
+            // try_reuse takes no segment that ends the stream; were one to, it stays as it
+            // is and what no row claimed goes in a segment of its own.
+            self.ready.push(std::mem::take(&mut last).into_part());
+        }
+        // The last segment takes what no row claimed: it is not found again by its span.
+        last.history = None;
         // Within one share: everything is one segment.
         for f in self.closed.drain(..) {
             last.append(f);

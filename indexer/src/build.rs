@@ -26,6 +26,7 @@ use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
 };
 use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
+use crate::spans::{RowAt, SpanKeys};
 
 /// What a build is asked to do.
 #[derive(Clone)]
@@ -113,6 +114,9 @@ pub struct BuildReport {
     pub segments_written: usize,
     /// Segments the store already held (the same id).
     pub segments_unchanged: usize,
+    /// Commits whose diffs were not read: their rows are in build segments reused by their
+    /// history spans ([`crate::spans`]).
+    pub commits_skipped: u64,
     /// Seconds crawling.
     pub crawl_seconds: f64,
     /// Seconds embedding.
@@ -432,23 +436,30 @@ pub(crate) struct SegmentInput {
 }
 
 /// Cuts a crawled repository into build segments on a thread of its own: the history's rows
-/// are read from git one commit at a time ([`CommitRows::for_each_row`]), then the other rows
-/// follow in stream order, and each build segment goes out through the returned channel as
-/// soon as it is cut. The channel holds one segment, so the crawl runs at most one segment
-/// ahead of the embedding. The handle says whether the crawl ended well: a receiver that
-/// stops early ends it.
+/// are read from git one commit at a time ([`CommitRows::for_each_commit_rows`]), then the other
+/// rows follow in stream order, and each build segment goes out through the returned channel
+/// as soon as it is cut. The channel holds one segment, so the crawl runs at most one segment
+/// ahead of the embedding. The handle says whether the crawl ended well (and how many commits'
+/// diffs were not read): a receiver that stops early ends it.
+///
+/// Where a build segment of `previous` (the repository's in the current snapshot) starts with a
+/// span of history rows whose key still holds ([`crate::spans`]), it is taken as it is and git
+/// is asked only for the commits after it.
 pub(crate) fn cut_stream(
     crawled: Crawled,
-    share: u64,
-    dim: usize,
+    cut: CutOptions,
+    previous: Vec<ManifestSegment>,
     progress: ProgressBar,
     repo: &str,
-) -> (tokio::sync::mpsc::Receiver<budget::Part>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+) -> (tokio::sync::mpsc::Receiver<budget::Part>, tokio::task::JoinHandle<anyhow::Result<u64>>) {
     let (tx, rx) = tokio::sync::mpsc::channel::<budget::Part>(1);
     let repo = repo.to_string();
     let handle = tokio::task::spawn_blocking(move || {
         let Crawled { mut rows, commits, files, edges, .. } = crawled;
-        let mut cutter = budget::Cutter::new(files, edges, commits.history(), share, dim);
+        let CutOptions { share, dim, git_version } = cut;
+        let keys = SpanKeys::new(&commits, share, dim, &git_version);
+        let mut cutter = budget::Cutter::new(files, edges, commits.history(), share, dim)
+            .with_spans(&keys, &previous);
         let mut open = true;
         let mut send = |cutter: &mut budget::Cutter| {
             for part in cutter.take_ready() {
@@ -456,17 +467,58 @@ pub(crate) fn cut_stream(
             }
             open
         };
-        commits
-            .for_each_row(
-                |read, all| {
-                    progress.set_message(format!("reading {repo}: {read} of {all} commits"))
-                },
-                |row| {
-                    cutter.push(row);
-                    send(&mut cutter)
-                },
-            )
-            .with_context(|| format!("reading the history of {repo}"))?;
+        let (all, mut skipped) = (keys.len(), 0u64);
+        // Where the next history row to cut is: a commit's place in the cut order, and the
+        // place of the row among that commit's rows.
+        let mut at = (0usize, 0u32);
+        loop {
+            while let Some(next) = cutter.try_reuse(at) {
+                skipped += (next.0 - at.0) as u64;
+                at = next;
+            }
+            if at.0 >= all || !send(&mut cutter) {
+                break;
+            }
+            let (start, mut jump, reused) = (at, None, skipped);
+            commits
+                .for_each_commit_rows(
+                    start.0,
+                    |read, all| {
+                        progress.set_message(format!(
+                            "reading {repo}: {read} of {all} commits ({reused} in build \
+                             segments reused as they were)"
+                        ))
+                    },
+                    |commit, rows| {
+                        let n = rows.len();
+                        for (i, row) in rows.into_iter().enumerate() {
+                            let i = i as u32;
+                            if commit == start.0 && i < start.1 {
+                                continue; // in the build segment reused before
+                            }
+                            let last = i as usize + 1 == n;
+                            cutter.push_history(row, RowAt { commit, row: i, last });
+                            if !send(&mut cutter) {
+                                return false;
+                            }
+                            if cutter.at_boundary() {
+                                let next = if last { (commit + 1, 0) } else { (commit, i + 1) };
+                                if let Some(after) = cutter.try_reuse(next) {
+                                    skipped += (after.0 - next.0) as u64;
+                                    jump = Some(after);
+                                    return false;
+                                }
+                            }
+                        }
+                        true
+                    },
+                )
+                .with_context(|| format!("reading the history of {repo}"))?;
+            match jump {
+                Some(after) => at = after,
+                None => break,
+            }
+        }
         rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
         for row in rows {
             cutter.push(row);
@@ -479,9 +531,17 @@ pub(crate) fn cut_stream(
                 break;
             }
         }
-        Ok(())
+        Ok(skipped)
     });
     (rx, handle)
+}
+
+/// How [`cut_stream`] cuts a repository: build segments of `share` bytes with vectors of `dim`
+/// dimensions; `git_version` is what `git --version` says (part of a history span's key).
+pub(crate) struct CutOptions {
+    pub(crate) share: u64,
+    pub(crate) dim: usize,
+    pub(crate) git_version: String,
 }
 
 /// The build segments of rows already in memory (the staged `embed`), as [`cut_stream`] gives
@@ -552,7 +612,15 @@ pub(crate) async fn embed_one(
         let Some(part) = parts.recv().await else { break };
         report.crawl_seconds += t.elapsed().as_secs_f64();
         let k = entries.len();
-        let budget::Part { mut rows, mut files, mut edges } = part;
+        let budget::Part { mut rows, mut files, mut edges, reused, history } = part;
+        if let Some(entry) = reused {
+            // Found again by its history span: its rows were not read.
+            report.segments_unchanged += 1;
+            report.reused += entry.rows;
+            report.rows += entry.rows;
+            entries.push(entry);
+            continue;
+        }
         // What the build segment is built from, hashed: a segment of the current snapshot
         // with the same input is reused as it is (nothing embedded, nothing written).
         rows.sort_by(|a, b| a.id.cmp(&b.id));
@@ -563,7 +631,7 @@ pub(crate) async fn embed_one(
             report.segments_unchanged += 1;
             report.reused += rows.len() as u64;
             report.rows += rows.len() as u64;
-            entries.push(entry);
+            entries.push(ManifestSegment { history, ..entry });
             continue;
         }
         let name = format!("{repo}: build segment {} (budget {budget})", k + 1);
@@ -602,7 +670,7 @@ pub(crate) async fn embed_one(
         };
         tracing::info!(repo = %repo, rows = entry.rows, embedded, reused, segment = %entry.id, part = k + 1, "segment ready");
         let _ = std::fs::remove_dir_all(&seg_dir);
-        entries.push(entry);
+        entries.push(ManifestSegment { history, ..entry });
     }
     pb.finish_and_clear();
     Ok(entries)
@@ -836,8 +904,13 @@ pub async fn build_with(
             cursors.push((repo.clone(), cursor));
         }
         // The history is read while the build segments cut from it are embedded and written.
-        let share = opts.memory_budget.segment_bytes();
-        let (parts, crawling) = cut_stream(c, share, model.dim, crawl.clone(), repo);
+        let cut = CutOptions {
+            share: opts.memory_budget.segment_bytes(),
+            dim: model.dim,
+            git_version: git::version()?,
+        };
+        let prev_segments = SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model);
+        let (parts, crawling) = cut_stream(c, cut, prev_segments.clone(), crawl.clone(), repo);
         let written = embed_one(
             SegmentWriter {
                 store: &plan.store,
@@ -847,11 +920,7 @@ pub async fn build_with(
                 work: work.path(),
                 mp: &mp,
             },
-            SegmentInput {
-                repo: repo.clone(),
-                parts,
-                prev_segments: SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model),
-            },
+            SegmentInput { repo: repo.clone(), parts, prev_segments },
             &mut report,
         )
         .await;
@@ -859,7 +928,7 @@ pub async fn build_with(
         crawl.finish_and_clear();
         // An error of the embedding stops the crawl (its channel closes): that one is the cause.
         segments.extend(written?);
-        crawled?;
+        report.commits_skipped += crawled?;
     }
     if let Some(c) = &plan.client {
         report.github_requests = c.stats.snapshot();

@@ -122,6 +122,8 @@ impl Default for CodeRules {
 pub struct RepoRules {
     types: Vec<RowType>,
     exclude_paths: GlobSet,
+    /// The globs `exclude_paths` was built from, as written.
+    exclude_globs: Vec<String>,
     /// How code files are chunked.
     pub code: CodeRules,
     /// Which tags are releases, when hubdex.toml says.
@@ -133,6 +135,7 @@ impl Default for RepoRules {
         RepoRules {
             types: RowType::ALL.to_vec(),
             exclude_paths: GlobSet::empty(),
+            exclude_globs: Vec::new(),
             code: CodeRules::default(),
             release_tags: None,
         }
@@ -175,7 +178,16 @@ impl RepoRules {
                 )
             })?),
         };
-        Ok(RepoRules { types, exclude_paths: b.build()?, code, release_tags })
+        let exclude_globs = c.exclude_paths.clone();
+        Ok(RepoRules { types, exclude_paths: b.build()?, exclude_globs, code, release_tags })
+    }
+
+    /// What of these rules decides which history rows are kept, as text: the kept types and
+    /// the excluded paths' globs (part of a history span's key, [`crate::spans`]).
+    pub(crate) fn history_identity(&self) -> String {
+        let mut types: Vec<&str> = self.types.iter().map(|t| t.as_str()).collect();
+        types.sort_unstable();
+        format!("types {}\nexclude {}", types.join(","), self.exclude_globs.join("\u{1f}"))
     }
 
     /// Whether rows of type `t` are kept.

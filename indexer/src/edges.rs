@@ -276,7 +276,17 @@ impl CommitReleases {
     }
 
     fn take_commit(&mut self, history: &History, c: CommitNo) -> Option<(usize, Edge)> {
-        let ti = std::mem::replace(self.release.get_mut(c as usize)?, NO_RELEASE);
+        let edge = self.peek(history, c);
+        *self.release.get_mut(c as usize)? = NO_RELEASE;
+        edge
+    }
+
+    /// The edge of commit `c` with its place, when it has one not taken yet; left in place.
+    pub(crate) fn peek(&self, history: &History, c: CommitNo) -> Option<(usize, Edge)> {
+        let ti = *self.release.get(c as usize)?;
+        if ti == NO_RELEASE {
+            return None;
+        }
         let (name, date) = self.tags.get(ti as usize)?;
         let sha = history.sha(c);
         let date = date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();

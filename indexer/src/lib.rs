@@ -17,6 +17,7 @@ mod local;
 mod markdown;
 mod progress;
 mod refs;
+mod spans;
 mod stages;
 
 pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget, parse_size};

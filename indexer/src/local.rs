@@ -11,7 +11,7 @@ use hubdex_formats::{FileText, Row, RowType};
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
 use crate::git::{self, Commit, GitError};
-use crate::history::History;
+use crate::history::{CommitNo, History};
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
 
@@ -157,8 +157,20 @@ impl CommitRows {
     /// to stop); `progress` hears how many commits were read now and then.
     pub(crate) fn for_each_row(
         &self,
-        mut progress: impl FnMut(usize, usize),
+        progress: impl FnMut(usize, usize),
         mut each: impl FnMut(Row) -> bool,
+    ) -> Result<(), GitError> {
+        self.for_each_commit_rows(0, progress, |_, rows| rows.into_iter().all(&mut each))
+    }
+
+    /// Reads the rows of the commits in cut order ([`History::cut_order`]) from place `from`
+    /// on, from git: each commit's kept rows, sorted by id, to `each` with the commit's place
+    /// (it returns false to stop); `progress` hears (places read, commits in all).
+    pub(crate) fn for_each_commit_rows(
+        &self,
+        from: usize,
+        mut progress: impl FnMut(usize, usize),
+        mut each: impl FnMut(usize, Vec<Row>) -> bool,
     ) -> Result<(), GitError> {
         let (wants_commits, wants_diffs) =
             (self.rules.wants(RowType::Commit), self.rules.wants(RowType::Diff));
@@ -166,9 +178,9 @@ impl CommitRows {
             return Ok(());
         }
         let web = self.web.as_deref();
-        let (mut read, all) = (0usize, self.history.len());
+        let (mut at, all) = (from, self.history.len());
         let order = self.history.cut_order();
-        let shas = order.iter().map(|c| self.history.sha(*c).to_string());
+        let shas = order.iter().skip(from).map(|c| self.history.sha(*c).to_string());
         git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
             let mut rows = Vec::new();
             if wants_commits {
@@ -186,12 +198,37 @@ impl CommitRows {
             }
             rows.retain(|r| self.rules.keeps(r));
             rows.sort_by(|a, b| a.id.cmp(&b.id));
-            read += 1;
-            if read.is_multiple_of(200) || read == all {
-                progress(read, all);
+            at += 1;
+            if at.is_multiple_of(200) || at == all {
+                progress(at, all);
             }
-            rows.into_iter().all(&mut each)
+            each(at - 1, rows)
         })
+    }
+
+    /// The repository's name and web address, as its rows give them.
+    pub(crate) fn repo(&self) -> (&str, Option<&str>) {
+        (&self.repo, self.web.as_deref())
+    }
+
+    /// The rules its rows are kept by.
+    pub(crate) fn rules(&self) -> &RepoRules {
+        &self.rules
+    }
+
+    /// What the crawl's threads say of its commits.
+    pub(crate) fn links(&self) -> &ThreadLinks {
+        &self.links
+    }
+
+    /// What the merge `merge` lists, as text (empty for a commit that is no merge or lists
+    /// nothing): what its commit row takes in from the rest of the history.
+    pub(crate) fn merged_text(&self, merge: CommitNo) -> String {
+        if self.history.parents(merge).nth(1).is_none() {
+            return String::new();
+        }
+        let Merged { subjects, files } = merged_of(&self.history, &self.mainline, merge);
+        format!("{}\u{1f}{}", subjects.join("\u{1e}"), files.join("\u{1e}"))
     }
 
     /// Every row of the history, in memory: for the staged `crawl`, which writes them to one
@@ -492,8 +529,12 @@ fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str
 /// What merge `c` brought in: its second parent's first-parent chain until it meets the
 /// mainline or the first parent (at most [`MERGED_MAX`] commits), oldest last.
 fn merged_by(history: &History, mainline: &[bool], c: &Commit) -> Merged {
+    history.find(&c.sha).map(|merge| merged_of(history, mainline, merge)).unwrap_or_default()
+}
+
+/// What the merge `merge` brought in ([`merged_by`]).
+fn merged_of(history: &History, mainline: &[bool], merge: CommitNo) -> Merged {
     let mut merged = Merged::default();
-    let Some(merge) = history.find(&c.sha) else { return merged };
     let mut parents = history.parents(merge);
     let first = parents.next().flatten();
     let mut at = parents.next().flatten();
@@ -595,6 +636,21 @@ pub(crate) fn link_threads(rows: &mut [Row]) {
     }
 }
 
+/// What a commit message (its `title` and the `head` of its row's body) names: the pull request
+/// it merged (a squash subject ending in `(#N)`, or GitHub's "Merge pull request #N") and the
+/// issues it closes, by number.
+fn named_in(title: Option<&str>, head: &str, repo: &str) -> (Option<i64>, Vec<i64>) {
+    let squashed =
+        title.and_then(|t| t.strip_suffix(')')?.rsplit_once("(#")?.1.parse::<i64>().ok());
+    // The message's own words: its subject and description, not the diff.
+    let message = format!("{}\n{head}", title.unwrap_or(""));
+    let merge = message.split_once("Merge pull request #").and_then(|(_, rest)| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<i64>().ok()
+    });
+    (squashed.or(merge), crate::edges::closed_issues(&message, repo))
+}
+
 /// What a crawl's threads say of the commits ([`link_threads`]): each pull request's text and
 /// the issues its description closes, and each issue's title line, by number.
 #[derive(Debug, Default)]
@@ -627,6 +683,43 @@ impl ThreadLinks {
         ThreadLinks { pulls, issues }
     }
 
+    /// The thread numbers [`Self::apply`] looks up for the commit row `row` (none for another
+    /// row), read from the row as it is: a row that has taken in threads' text may name more
+    /// than its message did, never fewer (the text is added after the message's).
+    pub(crate) fn numbers_named(row: &Row) -> Vec<i64> {
+        if row.kind() != RowType::Commit {
+            return Vec::new();
+        }
+        let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
+        let head: String = row.body.chars().take(head_chars).collect();
+        let (merged, mut numbers) = named_in(row.title.as_deref(), &head, &row.repo);
+        numbers.extend(merged);
+        numbers
+    }
+
+    /// What these threads say of the thread numbers `numbers`, as text: each pull request's
+    /// text and the issues it closes, each issue's title line, and those of the issues the pull
+    /// requests close. Two crawls that say the same of them give commit rows naming only these
+    /// the same text.
+    pub(crate) fn text_of(&self, numbers: &[i64]) -> String {
+        let mut out = String::new();
+        let mut issues: Vec<i64> = numbers.to_vec();
+        for n in numbers {
+            if let Some((text, closes)) = self.pulls.get(n) {
+                out.push_str(&format!("pull {n}\u{1f}{text}\u{1f}{closes:?}\u{1e}"));
+                issues.extend(closes);
+            }
+        }
+        issues.sort_unstable();
+        issues.dedup();
+        for n in issues {
+            if let Some(title) = self.issues.get(&n) {
+                out.push_str(&format!("issue {n}\u{1f}{title}\u{1e}"));
+            }
+        }
+        out
+    }
+
     /// Gives `row`, when it is a commit row, the text of the pull request it merged and the
     /// titles of the issues it closes.
     pub(crate) fn apply(&self, row: &mut Row) {
@@ -637,19 +730,9 @@ impl ThreadLinks {
         let head_chars = row.embed_chars.unwrap_or(row.body.chars().count());
         let head: String = row.body.chars().take(head_chars).collect();
         let tail: String = row.body.chars().skip(head_chars).collect();
-        let squashed = row
-            .title
-            .as_deref()
-            .and_then(|t| t.strip_suffix(')')?.rsplit_once("(#")?.1.parse::<i64>().ok());
-        // The message's own words: its subject and description, not the diff.
-        let message = format!("{}\n{head}", row.title.as_deref().unwrap_or(""));
-        let merge = message.split_once("Merge pull request #").and_then(|(_, rest)| {
-            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<i64>().ok()
-        });
-        let pull = squashed.or(merge).and_then(|n| pulls.get(&n));
+        let (merged, mut closed) = named_in(row.title.as_deref(), &head, &row.repo);
+        let pull = merged.and_then(|n| pulls.get(&n));
         // What the message closes, then what the pull request's description closes.
-        let mut closed = crate::edges::closed_issues(&message, &row.repo);
         if let Some((_, pr_closed)) = pull {
             for n in pr_closed {
                 if !closed.contains(n) {

@@ -147,9 +147,11 @@ fn print_report(r: &BuildReport) {
         r.rows, r.repos, r.embedded, r.reused
     );
     eprintln!(
-        "segments: {} written, {} unchanged; snapshot {} bytes ({:.0} bytes/row)",
+        "segments: {} written, {} unchanged ({} commits' diffs not read); snapshot {} bytes \
+         ({:.0} bytes/row)",
         r.segments_written,
         r.segments_unchanged,
+        r.commits_skipped,
         r.snapshot_bytes,
         if r.rows > 0 { r.snapshot_bytes as f64 / r.rows as f64 } else { 0.0 }
     );

@@ -123,6 +123,8 @@ fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one
     let again = build_into(&opts);
     assert!(!again.published, "{again:?}");
     assert_eq!((again.segments_written, again.segments_unchanged), (0, before.len()));
+    // Most build segments were found again by their history spans: their diffs were not read.
+    assert!(again.commits_skipped >= 200, "{again:?}");
 
     add_commit(&repo, "Record the delta in the notes", "notes/delta.dat").unwrap();
     let delta = build_into(&opts);
@@ -132,6 +134,61 @@ fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one
     assert_eq!(delta.segments_written, 1, "{delta:?}");
     assert_eq!(kept, before.len() - 1, "before {before:?}, after {after:?}");
     assert_eq!(delta.embedded, 2, "the new commit's row and its diff's");
+    assert!(delta.commits_skipped >= 200, "{delta:?}");
+    // What the delta published without reading those diffs is what a build from nothing makes.
+    assert_same_build_segments(&store, &opts, &dir.path().join("fresh"));
+}
+
+/// Builds `opts`' repository from nothing into `fresh` and checks that its build segments are
+/// `store`'s: the same ids (so the same rows, files and edges) with the same history spans.
+fn assert_same_build_segments(store: &Path, opts: &BuildOptions, fresh: &Path) {
+    let mut from_nothing = opts.clone();
+    from_nothing.store = fresh.display().to_string();
+    let report = build_into(&from_nothing);
+    assert_eq!(report.commits_skipped, 0, "{report:?}");
+    let listed = |store: &Path| {
+        let segs: Vec<ManifestSegment> = segments(store).into_iter().map(|s| s.0).collect();
+        segs.into_iter().map(|s| (s.id, s.history)).collect::<Vec<_>>()
+    };
+    let (a, b) = (listed(store), listed(fresh));
+    assert!(a.iter().filter(|(_, h)| h.is_some()).count() >= 3, "{a:?}");
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_new_release_tag_rewrites_the_build_segments_whose_commits_it_ships_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = history(dir.path(), 400);
+    let toml = dir.path().join("hubdex.toml");
+    std::fs::write(
+        &toml,
+        format!("[[repos]]\nname = {:?}\ntypes = [\"commit\", \"diff\"]\n", repo.display()),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let mut opts = options(&store, &repo);
+    opts.memory_budget = small_budget();
+    opts.rules = Config::load(&toml).unwrap().rules().unwrap();
+    build_into(&opts);
+    let before: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+
+    // A release of the history as it was 150 commits ago: each older commit gets a
+    // `shipped_in` edge, which its build segment holds, so those segments change; the newer
+    // ones do not, and are found again by their spans.
+    let out = std::process::Command::new("git")
+        .args(["tag", "v0.1.0", "HEAD~150"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tagged = build_into(&opts);
+    assert!(tagged.published, "{tagged:?}");
+    let after: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let kept = after.iter().filter(|id| before.contains(id)).count();
+    assert!(tagged.segments_written >= 2, "{tagged:?}");
+    assert!(kept >= 2, "before {before:?}, after {after:?}");
+    assert!(tagged.commits_skipped > 0 && tagged.commits_skipped < 250, "{tagged:?}");
+    assert_same_build_segments(&store, &opts, &dir.path().join("fresh"));
 }
 
 /// Publishes the store's build segments with each served by a unit of its own, as a repository

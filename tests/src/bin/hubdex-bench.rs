@@ -1068,6 +1068,7 @@ async fn build_bench(
         "embedded": report.embedded,
         "segments_written": report.segments_written,
         "segments_unchanged": report.segments_unchanged,
+        "commits_skipped": report.commits_skipped,
         "published": report.published,
         "seconds": seconds,
         "embed_seconds": report.embed_seconds,
