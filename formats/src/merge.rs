@@ -58,8 +58,11 @@ pub enum MergeIndexes {
 /// The text index: its writer's heap, then per row its buffers; the vector graph: per row its
 /// vector and links. Measured with `hubdex-bench merge` (docs/performance.md, "A merge's
 /// peak") on a unit of 128,259 diff rows, over the process's base: side by side 295–303 MiB
-/// (this says 328), in turn 203–210 (this says 206). Side by side it peaked at 454 MiB while
-/// tantivy sorted the text index by ordinal.
+/// (this says 328). In turn it measured 203–210 (this says 206) until the graph was built
+/// first: since then a 118,509-row unit peaks at 134–137 MiB in a process of its own, about
+/// 120 over its base, where this says 198 ("git's own memory, and a merge's graph first").
+/// The in-turn figure is left high: in a build a merge starts from what the history's passes
+/// left, and under a small budget every such merge runs alone either way.
 pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     const MIB: u64 = 1 << 20;
     let text = 96 * MIB + rows.saturating_mul(900);

@@ -677,13 +677,18 @@ pub(crate) async fn embed_one(
 }
 
 /// What a repository's current build segments offer a rebuild: themselves, by input hash, and
-/// the vectors of their texts. The vectors are found through an index of every text's hash
-/// (16 bytes of it) to the segment that holds it, made the first time a build segment is not
-/// reused whole, so a changed build segment reads only the earlier segments holding its texts.
+/// the vectors of their texts. The first build segment that is not reused whole looks for its
+/// texts in every earlier segment's rows (without vectors), holding only its own texts' hashes;
+/// from the second on, they are found through an index of every text's hash (16 bytes of it)
+/// to the segment that holds it, made then. Either way a changed build segment reads the
+/// vectors of only the earlier segments holding its texts. A one-commit delta, whose history
+/// spans leave one build segment changed, so never holds the index (~80 MiB at 400k commits).
 struct EarlierVectors<'a> {
     store: &'a Store,
     cache: &'a std::path::Path,
     segments: Vec<ManifestSegment>,
+    /// Whether a changed segment has looked for its texts (the next one makes the index).
+    looked: bool,
     /// Text hash (its first 16 bytes) → index in `segments`, once made.
     index: Option<HashMap<[u8; 16], u32>>,
 }
@@ -700,7 +705,7 @@ fn hash_key(sha_hex: &str) -> [u8; 16] {
 
 impl<'a> EarlierVectors<'a> {
     fn new(store: &'a Store, cache: &'a std::path::Path, segments: Vec<ManifestSegment>) -> Self {
-        EarlierVectors { store, cache, segments, index: None }
+        EarlierVectors { store, cache, segments, looked: false, index: None }
     }
 
     /// The current build segment built from `input`, if there is one.
@@ -725,18 +730,27 @@ impl<'a> EarlierVectors<'a> {
         if self.segments.is_empty() {
             return Ok(out);
         }
-        if self.index.is_none() {
-            let mut index = HashMap::new();
+        let mut holding: BTreeSet<u32> = BTreeSet::new();
+        if !self.looked {
+            self.looked = true;
             for k in 0..self.segments.len() {
-                for sha in text_hashes(&self.read(k, false).await?) {
-                    index.insert(hash_key(&sha), k as u32);
+                if text_hashes(&self.read(k, false).await?).iter().any(|t| wanted.contains(t)) {
+                    holding.insert(k as u32);
                 }
             }
-            self.index = Some(index);
+        } else {
+            if self.index.is_none() {
+                let mut index = HashMap::new();
+                for k in 0..self.segments.len() {
+                    for sha in text_hashes(&self.read(k, false).await?) {
+                        index.insert(hash_key(&sha), k as u32);
+                    }
+                }
+                self.index = Some(index);
+            }
+            let index = self.index.as_ref().expect("made above");
+            holding.extend(wanted.iter().filter_map(|sha| index.get(&hash_key(sha)).copied()));
         }
-        let index = self.index.as_ref().expect("made above");
-        let holding: BTreeSet<u32> =
-            wanted.iter().filter_map(|sha| index.get(&hash_key(sha)).copied()).collect();
         for k in holding {
             keep_reusable(&self.read(k as usize, true).await?, &wanted, &mut out);
         }
