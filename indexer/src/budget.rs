@@ -254,6 +254,7 @@ pub(crate) struct Cutter<'h> {
     spans: Option<&'h SpanKeys<'h>>,
     /// The current snapshot's build segments of history rows, by their first commit and row.
     previous: HashMap<(String, u32), ManifestSegment>,
+    reused_any: bool,
 }
 
 impl<'h> Cutter<'h> {
@@ -288,6 +289,7 @@ impl<'h> Cutter<'h> {
             total: 0,
             spans: None,
             previous: HashMap::new(),
+            reused_any: false,
         }
     }
 
@@ -422,9 +424,15 @@ impl<'h> Cutter<'h> {
             // A part follows each closed one: none of them is the last.
             self.ready.extend(self.closed.drain(..).map(Filling::into_part));
         }
+        self.reused_any = true;
         let history = entry.history.clone();
         self.closed.push(Filling { reused: Some(entry), history, bytes, ..Filling::default() });
         Some(if end.last { (last + 1, 0) } else { (last, end.row + 1) })
+    }
+
+    /// Whether [`Self::try_reuse`] took a build segment.
+    pub(crate) fn reused_any(&self) -> bool {
+        self.reused_any
     }
 
     /// The edges the build segment of the history rows from `first` to the commit at `last`

@@ -467,29 +467,32 @@ pub(crate) fn cut_stream(
             }
             open
         };
-        let (all, mut skipped) = (keys.len(), 0u64);
+        // Commits git was asked for and gave, of `all`; the others' rows are all in build
+        // segments found again by their spans.
+        let (all, read) = (keys.len(), std::cell::Cell::new(0usize));
         // Where the next history row to cut is: a commit's place in the cut order, and the
         // place of the row among that commit's rows.
         let mut at = (0usize, 0u32);
         loop {
             while let Some(next) = cutter.try_reuse(at) {
-                skipped += (next.0 - at.0) as u64;
                 at = next;
             }
             if at.0 >= all || !send(&mut cutter) {
                 break;
             }
-            let (start, mut jump, reused) = (at, None, skipped);
+            let (start, mut jump) = (at, None);
             commits
                 .for_each_commit_rows(
                     start.0,
-                    |read, all| {
+                    |place, all| {
+                        let skipped = place - read.get();
                         progress.set_message(format!(
-                            "reading {repo}: {read} of {all} commits ({reused} in build \
+                            "reading {repo}: {place} of {all} commits ({skipped} of them in build \
                              segments reused as they were)"
                         ))
                     },
                     |commit, rows| {
+                        read.set(read.get() + 1);
                         let n = rows.len();
                         for (i, row) in rows.into_iter().enumerate() {
                             let i = i as u32;
@@ -504,7 +507,6 @@ pub(crate) fn cut_stream(
                             if cutter.at_boundary() {
                                 let next = if last { (commit + 1, 0) } else { (commit, i + 1) };
                                 if let Some(after) = cutter.try_reuse(next) {
-                                    skipped += (after.0 - next.0) as u64;
                                     jump = Some(after);
                                     return false;
                                 }
@@ -519,6 +521,7 @@ pub(crate) fn cut_stream(
                 None => break,
             }
         }
+        let skipped = if cutter.reused_any() { (all - read.get()) as u64 } else { 0 };
         rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
         for row in rows {
             cutter.push(row);

@@ -199,10 +199,11 @@ impl CommitRows {
             rows.retain(|r| self.rules.keeps(r));
             rows.sort_by(|a, b| a.id.cmp(&b.id));
             at += 1;
+            let going = each(at - 1, rows);
             if at.is_multiple_of(200) || at == all {
                 progress(at, all);
             }
-            each(at - 1, rows)
+            going
         })
     }
 
