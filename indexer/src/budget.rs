@@ -411,13 +411,9 @@ impl<'h> Cutter<'h> {
         let entry = entry.clone();
         let bytes = span.bytes;
         // Its edges are in it: the rows that follow do not take them.
-        for c in first.commit..=last {
-            if c == first.commit && first.row > 0 {
-                continue;
-            }
-            let entity = format!("commit/{}", spans.sha(c));
-            self.edges.remove(&entity);
-            self.commit_edges.take(self.history, &entity);
+        for c in first.commits_headed_to(last) {
+            self.edges.remove(&format!("commit/{}", spans.sha(c)));
+            self.commit_edges.take_commit(self.history, spans.commit(c));
         }
         self.total += bytes;
         if self.total > self.share {
@@ -439,10 +435,7 @@ impl<'h> Cutter<'h> {
     /// would hold, in its order: those of each commit whose first row it holds.
     fn span_edges(&self, spans: &SpanKeys, first: RowAt, last: usize) -> Vec<(usize, Edge)> {
         let mut edges = Vec::new();
-        for c in first.commit..=last {
-            if c == first.commit && first.row > 0 {
-                continue;
-            }
+        for c in first.commits_headed_to(last) {
             let entity = format!("commit/{}", spans.sha(c));
             if let Some(listed) = self.edges.get(&entity) {
                 edges.extend(listed.iter().cloned());

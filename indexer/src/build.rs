@@ -895,6 +895,8 @@ pub async fn build_with(
     let mut segments = Vec::new();
     let mut cursors = Vec::new();
     let work = tempfile::tempdir().context("creating a scratch directory")?;
+    // The git that writes the diffs: part of every history span's key (crate::spans).
+    let git_version = git::version()?;
     for (repo, source) in &plan.repos {
         let t = Instant::now();
         let crawl = spinner(Some(&mp));
@@ -924,7 +926,7 @@ pub async fn build_with(
         let cut = CutOptions {
             share: opts.memory_budget.segment_bytes(),
             dim: model.dim,
-            git_version: git::version()?,
+            git_version: git_version.clone(),
         };
         let prev_segments = SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model);
         let (parts, crawling) = cut_stream(c, cut, prev_segments.clone(), crawl.clone(), repo);

@@ -275,7 +275,8 @@ impl CommitReleases {
         self.release.get(c as usize).is_some_and(|&r| r != NO_RELEASE)
     }
 
-    fn take_commit(&mut self, history: &History, c: CommitNo) -> Option<(usize, Edge)> {
+    /// The edge of commit `c`, with its place; once.
+    pub(crate) fn take_commit(&mut self, history: &History, c: CommitNo) -> Option<(usize, Edge)> {
         let edge = self.peek(history, c);
         *self.release.get_mut(c as usize)? = NO_RELEASE;
         edge

@@ -478,11 +478,8 @@ pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::history::Tag>, GitError> {
 /// What `git --version` says: the git that writes the diffs (part of a history span's key,
 /// [`crate::spans`]).
 pub(crate) fn version() -> Result<String, GitError> {
-    let out = Command::new("git")
-        .arg("--version")
-        .output()
-        .map_err(|source| GitError::Spawn { dir: PathBuf::from("."), source })?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = run(Path::new("."), &["--version"])?;
+    Ok(String::from_utf8_lossy(&out).trim().to_string())
 }
 
 /// The commit HEAD points at, or `None` in an empty repository.

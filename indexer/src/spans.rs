@@ -45,6 +45,15 @@ pub(crate) struct RowAt {
     pub(crate) last: bool,
 }
 
+impl RowAt {
+    /// The places of the commits whose first row a run from this row to the commit at `last`
+    /// holds: a build segment holds the edges of those (an edge goes with its source's first
+    /// row), not of a commit it starts within.
+    pub(crate) fn commits_headed_to(self, last: usize) -> std::ops::RangeInclusive<usize> {
+        self.commit + usize::from(self.row > 0)..=last
+    }
+}
+
 /// What a repository's history spans are keyed by ([`HistorySpan::key`]).
 pub(crate) struct SpanKeys<'a> {
     commits: &'a CommitRows,

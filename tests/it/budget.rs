@@ -100,24 +100,35 @@ fn a_repository_over_the_budget_is_several_build_segments_holding_one_builds_row
     assert_eq!(edges_a, edges_b);
 }
 
-#[test]
-fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = history(dir.path(), 400);
-    // The history alone: code rows name the HEAD commit, so a commit changes every segment that
-    // holds code (see docs/architecture.md).
-    let toml = dir.path().join("hubdex.toml");
+/// A 400-commit history in `dir`, its store and the options that build its commit and diff
+/// rows alone (code rows name the HEAD commit, so a commit changes every segment that holds
+/// code: see docs/architecture.md) under [`small_budget`]: (repository, store, options).
+fn history_alone(dir: &Path) -> (PathBuf, PathBuf, BuildOptions) {
+    let repo = history(dir, 400);
+    let toml = dir.join("hubdex.toml");
     std::fs::write(
         &toml,
         format!("[[repos]]\nname = {:?}\ntypes = [\"commit\", \"diff\"]\n", repo.display()),
     )
     .unwrap();
-    let store = dir.path().join("store");
+    let store = dir.join("store");
     let mut opts = options(&store, &repo);
     opts.memory_budget = small_budget();
     opts.rules = Config::load(&toml).unwrap().rules().unwrap();
+    (repo, store, opts)
+}
+
+/// The ids of the current snapshot's build segments.
+fn segment_ids(store: &Path) -> Vec<String> {
+    segments(store).into_iter().map(|s| s.0.id).collect()
+}
+
+#[test]
+fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, store, opts) = history_alone(dir.path());
     build_into(&opts);
-    let before: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let before = segment_ids(&store);
     assert!(before.len() >= 3, "{} build segments", before.len());
 
     let again = build_into(&opts);
@@ -129,7 +140,7 @@ fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one
     add_commit(&repo, "Record the delta in the notes", "notes/delta.dat").unwrap();
     let delta = build_into(&opts);
     assert!(delta.published);
-    let after: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let after = segment_ids(&store);
     let kept = after.iter().filter(|id| before.contains(id)).count();
     assert_eq!(delta.segments_written, 1, "{delta:?}");
     assert_eq!(kept, before.len() - 1, "before {before:?}, after {after:?}");
@@ -147,8 +158,7 @@ fn assert_same_build_segments(store: &Path, opts: &BuildOptions, fresh: &Path) {
     let report = build_into(&from_nothing);
     assert_eq!(report.commits_skipped, 0, "{report:?}");
     let listed = |store: &Path| {
-        let segs: Vec<ManifestSegment> = segments(store).into_iter().map(|s| s.0).collect();
-        segs.into_iter().map(|s| (s.id, s.history)).collect::<Vec<_>>()
+        segments(store).into_iter().map(|(s, ..)| (s.id, s.history)).collect::<Vec<_>>()
     };
     let (a, b) = (listed(store), listed(fresh));
     assert!(a.iter().filter(|(_, h)| h.is_some()).count() >= 3, "{a:?}");
@@ -158,19 +168,9 @@ fn assert_same_build_segments(store: &Path, opts: &BuildOptions, fresh: &Path) {
 #[test]
 fn a_new_release_tag_rewrites_the_build_segments_whose_commits_it_ships_and_no_others() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = history(dir.path(), 400);
-    let toml = dir.path().join("hubdex.toml");
-    std::fs::write(
-        &toml,
-        format!("[[repos]]\nname = {:?}\ntypes = [\"commit\", \"diff\"]\n", repo.display()),
-    )
-    .unwrap();
-    let store = dir.path().join("store");
-    let mut opts = options(&store, &repo);
-    opts.memory_budget = small_budget();
-    opts.rules = Config::load(&toml).unwrap().rules().unwrap();
+    let (repo, store, opts) = history_alone(dir.path());
     build_into(&opts);
-    let before: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let before = segment_ids(&store);
 
     // A release of the history as it was 150 commits ago: each older commit gets a
     // `shipped_in` edge, which its build segment holds, so those segments change; the newer
@@ -183,7 +183,7 @@ fn a_new_release_tag_rewrites_the_build_segments_whose_commits_it_ships_and_no_o
     assert!(out.status.success(), "{out:?}");
     let tagged = build_into(&opts);
     assert!(tagged.published, "{tagged:?}");
-    let after: Vec<String> = segments(&store).into_iter().map(|s| s.0.id).collect();
+    let after = segment_ids(&store);
     let kept = after.iter().filter(|id| before.contains(id)).count();
     assert!(tagged.segments_written >= 2, "{tagged:?}");
     // Their texts did not change: every vector is found again (the first changed segment
