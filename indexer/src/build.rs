@@ -467,9 +467,11 @@ pub(crate) fn cut_stream(
             }
             open
         };
-        // Commits git was asked for and gave, of `all`; the others' rows are all in build
-        // segments found again by their spans.
+        // Commits git was asked for and gave, of `all`, each counted once (a pass that starts
+        // inside a commit, after a span that ends there, reads that commit again); the others'
+        // rows are all in build segments found again by their spans.
         let (all, read) = (keys.len(), std::cell::Cell::new(0usize));
+        let last_read = std::cell::Cell::new(None::<usize>);
         // Where the next history row to cut is: a commit's place in the cut order, and the
         // place of the row among that commit's rows.
         let mut at = (0usize, 0u32);
@@ -492,7 +494,9 @@ pub(crate) fn cut_stream(
                         ))
                     },
                     |commit, rows| {
-                        read.set(read.get() + 1);
+                        if last_read.replace(Some(commit)) != Some(commit) {
+                            read.set(read.get() + 1);
+                        }
                         let n = rows.len();
                         for (i, row) in rows.into_iter().enumerate() {
                             let i = i as u32;
