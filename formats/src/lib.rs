@@ -95,8 +95,8 @@ pub use serving::{
     CompiledFilter, DocBits, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring,
 };
 pub use staging::{
-    STAGING_DIR, StagedCrawl, StagedSegment, repo_slug, staged_crawl_prefix, staged_segment_key,
-    staging_prefix,
+    STAGING_DIR, StagedCrawl, StagedPart, StagedSegment, repo_slug, staged_crawl_prefix,
+    staged_part_prefix, staged_segment_key, staging_prefix,
 };
 pub use store::{
     DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,

@@ -1,13 +1,15 @@
 //! The staged build's records under `staging/<run>/`: what `hubdex-index crawl` leaves for
-//! `embed` (rows, files and edges per repository, plus a [`StagedCrawl`]) and what `embed`
-//! leaves for `publish` (a [`StagedSegment`] per repository). `publish` deletes the run's
-//! prefix once the snapshot is out.
+//! `embed` (per repository, its build segments as the crawl cut them: each one's rows, files
+//! and edges, or the current segment it found again by its history span, listed in a
+//! [`StagedCrawl`]) and what `embed` leaves for `publish` (a [`StagedSegment`] per
+//! repository). `publish` deletes the run's prefix once the snapshot is out.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::manifest::{
-    ManifestSegment, RECORD_VERSION, parse_record, record_bytes, record_version,
+    HistorySpan, ManifestSegment, ModelIdentity, RECORD_VERSION, parse_record, record_bytes,
+    record_version,
 };
 use crate::store::Store;
 
@@ -24,10 +26,30 @@ pub fn staging_prefix(run: &str) -> String {
     format!("{STAGING_DIR}/{run}")
 }
 
-/// `staging/<run>/crawl/<owner__name>`: a repository's crawled rows.parquet, files.parquet,
-/// edges.parquet and staged.json.
+/// `staging/<run>/crawl/<owner__name>`: a repository's staged.json and its build segments'
+/// rows ([`staged_part_prefix`]).
 pub fn staged_crawl_prefix(run: &str, repo: &str) -> String {
     format!("{STAGING_DIR}/{run}/crawl/{}", repo_slug(repo))
+}
+
+/// `staging/<run>/crawl/<owner__name>/part-<k>`: the rows.parquet (without vectors),
+/// files.parquet and edges.parquet of the repository's build segment `k` (from 0).
+pub fn staged_part_prefix(run: &str, repo: &str, k: usize) -> String {
+    format!("{}/part-{k:05}", staged_crawl_prefix(run, repo))
+}
+
+/// One build segment of a staged crawl, as the crawl cut it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StagedPart {
+    /// Its rows, files and edges are staged under [`staged_part_prefix`].
+    Rows {
+        /// Its history span, for the manifest.
+        history: Option<HistorySpan>,
+    },
+    /// A build segment of the snapshot current when the crawl ran, found again by its history
+    /// span: taken as it is, nothing staged.
+    Reused(ManifestSegment),
 }
 
 /// `staging/<run>/segments/<owner__name>.json`: a repository's [`StagedSegment`].
@@ -49,6 +71,12 @@ pub struct StagedCrawl<C> {
     /// The pending queue entries (their keys) this run covers: the repository's entries
     /// pending when it was crawled.
     pub queue: Vec<String>,
+    /// The model the crawl cut for (a row's vector bytes count towards a build segment's share,
+    /// and a reused segment holds that model's vectors): `embed` refuses another.
+    pub model: ModelIdentity,
+    /// The repository's build segments, in order (the `k` of [`staged_part_prefix`] is a
+    /// place in this list).
+    pub parts: Vec<StagedPart>,
 }
 
 /// What `embed` stages per repository for `publish`: its manifest entry and the embedding
@@ -154,7 +182,13 @@ impl StagedSegment {
 
 impl<C> StagedCrawl<C> {
     /// A staged crawl of the current record version.
-    pub fn new(repo: String, cursor: Option<C>, queue: Vec<String>) -> Self {
-        StagedCrawl { format_version: RECORD_VERSION, repo, cursor, queue }
+    pub fn new(
+        repo: String,
+        cursor: Option<C>,
+        queue: Vec<String>,
+        model: ModelIdentity,
+        parts: Vec<StagedPart>,
+    ) -> Self {
+        StagedCrawl { format_version: RECORD_VERSION, repo, cursor, queue, model, parts }
     }
 }

@@ -483,7 +483,8 @@ impl<'h> Cutter<'h> {
 }
 
 /// Cuts a repository's rows into build segments (as [`Cutter`] does, with the rows sorted
-/// into stream order first).
+/// into stream order first): what the unit tests compare the cutter against.
+#[cfg(test)]
 pub(crate) fn cut(
     mut rows: Vec<Row>,
     files: Vec<FileText>,

@@ -10,9 +10,9 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Edge, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment,
-    MergeLimits, ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows,
-    sha256_hex, snapshot_id, start_segment,
+    BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment, MergeLimits,
+    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
+    snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
@@ -549,23 +549,6 @@ pub(crate) struct CutOptions {
     pub(crate) share: u64,
     pub(crate) dim: usize,
     pub(crate) git_version: String,
-}
-
-/// The build segments of rows already in memory (the staged `embed`), as [`cut_stream`] gives
-/// them.
-pub(crate) fn cut_parts(
-    rows: Vec<Row>,
-    files: Vec<FileText>,
-    edges: Vec<Edge>,
-    share: u64,
-    dim: usize,
-) -> tokio::sync::mpsc::Receiver<budget::Part> {
-    let parts = budget::cut(rows, files, edges, share, dim);
-    let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
-    for p in parts {
-        tx.try_send(p).expect("the channel holds every part");
-    }
-    rx
 }
 
 impl SegmentInput {

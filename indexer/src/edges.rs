@@ -215,13 +215,14 @@ pub(crate) struct RepoEdges {
 }
 
 impl RepoEdges {
-    /// Edges already made (a staged crawl's), in this order.
+    /// Edges already made, in this order (tests).
+    #[cfg(test)]
     pub(crate) fn of(edges: Vec<Edge>) -> RepoEdges {
         RepoEdges { listed: edges.into_iter().enumerate().collect(), ..RepoEdges::default() }
     }
 
-    /// Every edge, in order, the commits' made now: for what holds them all at once (the
-    /// staged crawl's file, tests).
+    /// Every edge, in order, the commits' made now: for what holds them all at once (tests).
+    #[cfg(test)]
     pub(crate) fn into_vec(mut self, history: &History) -> Vec<Edge> {
         let mut all = self.listed;
         all.extend(self.commits.take_rest(history));

@@ -29,4 +29,4 @@ pub use lifecycle::{DeltaReport, GcReport, delta, gc, parse_duration};
 pub use local::{DIFF_MAX_LINES, cut_diff};
 pub use markdown::{MdChunk, chunk_markdown};
 pub use refs::find_refs;
-pub use stages::{Shard, crawl, embed, publish};
+pub use stages::{CrawlReport, Shard, crawl, crawl_with, embed, embed_with, publish};

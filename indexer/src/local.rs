@@ -153,16 +153,6 @@ impl CommitRows {
         self.links = links;
     }
 
-    /// Reads the history's rows from git, one commit at a time, to `each` (which returns false
-    /// to stop); `progress` hears how many commits were read now and then.
-    pub(crate) fn for_each_row(
-        &self,
-        progress: impl FnMut(usize, usize),
-        mut each: impl FnMut(Row) -> bool,
-    ) -> Result<(), GitError> {
-        self.for_each_commit_rows(0, progress, |_, rows| rows.into_iter().all(&mut each))
-    }
-
     /// Reads the rows of the commits in cut order ([`History::cut_order`]) from place `from`
     /// on, from git: each commit's kept rows, sorted by id, to `each` with the commit's place
     /// (it returns false to stop); `progress` hears (places read, commits in all).
@@ -230,20 +220,6 @@ impl CommitRows {
         }
         let Merged { subjects, files } = merged_of(&self.history, &self.mainline, merge);
         format!("{}\u{1f}{}", subjects.join("\u{1e}"), files.join("\u{1e}"))
-    }
-
-    /// Every row of the history, in memory: for the staged `crawl`, which writes them to one
-    /// file.
-    pub(crate) fn collect(&self) -> Result<Vec<Row>, GitError> {
-        let mut rows = Vec::new();
-        self.for_each_row(
-            |_, _| {},
-            |r| {
-                rows.push(r);
-                true
-            },
-        )?;
-        Ok(rows)
     }
 }
 

@@ -213,8 +213,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Crawl { sources, shard, run, common } => {
             let opts = options(common, sources)?;
-            let repos = crawl(&opts, &run, shard).await?;
-            eprintln!("staged {} repositories for run {run}: {}", repos.len(), repos.join(", "));
+            let r = crawl(&opts, &run, shard).await?;
+            eprintln!(
+                "staged {} repositories for run {run}: {}; {} build segments staged, {} found again by their history spans ({} commits' diffs not read)",
+                r.repos.len(),
+                r.repos.join(", "),
+                r.parts_staged,
+                r.parts_reused,
+                r.commits_skipped
+            );
         }
         Command::Embed { shard, run, common } => {
             let opts = options(common, Vec::new())?;

@@ -8,16 +8,19 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hubdex_formats::{
-    EDGES_PARQUET, FileText, ManifestSegment, Row, StagedCrawl, StagedSegment, read_edges,
-    read_files, read_rows, repo_slug, sha256_hex, staged_crawl_prefix, staged_segment_key,
-    staging_prefix, write_edges, write_files, write_rows,
+    EDGES_PARQUET, FILES_PARQUET, ManifestSegment, ModelIdentity, ROWS_PARQUET, Row, StagedCrawl,
+    StagedPart, StagedSegment, Store, TextEmbedder, read_edges, read_files, read_rows, repo_slug,
+    sha256_hex, staged_part_prefix, staged_segment_key, staging_prefix, write_edges, write_files,
+    write_rows,
 };
 use indicatif::MultiProgress;
 
+use crate::budget::Part;
 use crate::build::{
-    BuildOptions, BuildReport, Publication, SegmentInput, SegmentWriter, crawl_one, cut_parts,
-    embed_one, load_embedder, plan, previous_threads, publish_segments,
+    BuildOptions, BuildReport, CutOptions, Plan, Publication, SegmentInput, SegmentWriter,
+    crawl_one, cut_stream, embed_one, load_embedder, plan, previous_threads, publish_segments,
 };
+use crate::git;
 use crate::github::Cursor;
 
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
@@ -59,14 +62,64 @@ impl std::str::FromStr for Shard {
 /// What `crawl` stages per repository, with the GitHub crawler's cursor.
 type Staged = StagedCrawl<Cursor>;
 
-/// Stage 1: crawls the repositories of `shard` and stages their rows (without vectors).
-pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<Vec<String>> {
+/// What `crawl` staged: the repositories, and of their build segments how many were staged
+/// and how many found again by their history spans (nothing staged, their diffs not read).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CrawlReport {
+    /// The repositories staged, in the order crawled.
+    pub repos: Vec<String>,
+    /// Build segments whose rows, files and edges were staged.
+    pub parts_staged: usize,
+    /// Build segments of the current snapshot found again by their history spans.
+    pub parts_reused: usize,
+    /// History commits whose diffs were not read (see [`BuildReport::commits_skipped`]).
+    pub commits_skipped: u64,
+}
+
+/// Stage 1: crawls the repositories of `shard` and stages their build segments, cut as
+/// `build` cuts them while the history is read (one at a time, within the memory budget):
+/// each one's rows (without vectors), files and edges, or, for one found again by its history
+/// span in the current snapshot, that segment as it is.
+pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<CrawlReport> {
     let plan = plan(opts).await?;
+    if !plan.repos.keys().any(|r| shard.owns(r)) {
+        return Ok(CrawlReport::default());
+    }
+    // The cut counts each row's vector bytes, and a segment found again holds its model's
+    // vectors: the crawl needs the model's identity (the current snapshot's when it is the
+    // same model file, else from a light session, dropped at once).
+    let known = plan.prev.as_ref().map(|m| &m.model);
+    let model = hubdex_formats::Embedder::identity_of(&opts.model_dir, known)
+        .with_context(|| format!("loading the model from {}", opts.model_dir.display()))?;
+    hubdex_formats::give_back_freed();
+    crawl_planned(opts, plan, run, shard, &model).await
+}
+
+/// [`crawl`] for the model `model` names (`hubdex-bench` and tests: the identity of their
+/// cheap stand-in for the model).
+pub async fn crawl_with(
+    opts: &BuildOptions,
+    run: &str,
+    shard: Shard,
+    model: &ModelIdentity,
+) -> anyhow::Result<CrawlReport> {
+    crawl_planned(opts, plan(opts).await?, run, shard, model).await
+}
+
+async fn crawl_planned(
+    opts: &BuildOptions,
+    plan: Plan,
+    run: &str,
+    shard: Shard,
+    model: &ModelIdentity,
+) -> anyhow::Result<CrawlReport> {
     let work = tempfile::tempdir()?;
     let mut report = BuildReport::default();
-    let mut done = Vec::new();
+    let mut out = CrawlReport::default();
     let queue = plan.store.pending().await?;
-    for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
+    let mine: Vec<_> = plan.repos.iter().filter(|(r, _)| shard.owns(r)).collect();
+    let git_version = git::version()?;
+    for (repo, source) in mine {
         let spinner = crate::progress::spinner(None);
         // A GitHub crawl carries unchanged threads over from the current snapshot; a local
         // repository is read whole and needs nothing from it here.
@@ -78,92 +131,197 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
             _ => Vec::new(),
         };
         let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
-        // The staged crawl is one file of rows: the history's are read into it here.
-        let mut rows =
-            c.commits.collect().with_context(|| format!("reading the history of {repo}"))?;
-        rows.append(&mut c.rows);
+        let cursor = c.cursor.take();
+        let cut = CutOptions {
+            share: opts.memory_budget.segment_bytes(),
+            dim: model.dim,
+            git_version: git_version.clone(),
+        };
+        let previous = SegmentInput::prev_segments(plan.prev.as_ref(), repo, model);
+        let (mut cuts, crawling) = cut_stream(c, cut, previous, spinner.clone(), repo);
+        let mut parts = Vec::new();
+        let staged = async {
+            while let Some(part) = cuts.recv().await {
+                let k = parts.len();
+                parts.push(stage_part(&plan.store, work.path(), run, repo, k, part).await?);
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        let crawled = crawling.await.context("the crawl's thread stopped")?;
         spinner.finish_and_clear();
-        for r in &mut rows {
-            r.embedding.clear();
-            r.title_embedding.clear();
-        }
-        let dir = work.path().join(repo_slug(repo));
-        std::fs::create_dir_all(&dir)?;
-        write_rows(&dir.join("rows.parquet"), &rows, 0)?;
-        write_files(&dir.join("files.parquet"), &c.files)?;
-        let mut edges = std::mem::take(&mut c.edges).into_vec(c.commits.history());
-        write_edges(&dir.join(EDGES_PARQUET), &mut edges)?;
-        let prefix = staged_crawl_prefix(run, repo);
-        for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
-            plan.store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
-        }
+        // An error staging a segment stops the crawl (its channel closes): that one is the cause.
+        staged?;
+        out.commits_skipped += crawled?;
+        let reused = parts.iter().filter(|p| matches!(p, StagedPart::Reused(_))).count();
+        out.parts_reused += reused;
+        out.parts_staged += parts.len() - reused;
         // The queue entries this run will cover are the ones pending when it crawled.
         let covered: Vec<String> = queue
             .iter()
             .filter(|(_, e)| e.as_ref().is_ok_and(|e| &e.repo == repo))
             .map(|(k, _)| k.clone())
             .collect();
-        plan.store.put_staged_crawl(run, &Staged::new(repo.clone(), c.cursor, covered)).await?;
-        done.push(repo.clone());
+        let record = Staged::new(repo.clone(), cursor, covered, model.clone(), parts);
+        plan.store.put_staged_crawl(run, &record).await?;
+        out.repos.push(repo.clone());
     }
-    Ok(done)
+    Ok(out)
+}
+
+/// Stages build segment `k` of `repo` as the cut gave it: its rows without vectors, its files
+/// and edges under [`staged_part_prefix`], or, found again by its span, nothing.
+async fn stage_part(
+    store: &Store,
+    work: &std::path::Path,
+    run: &str,
+    repo: &str,
+    k: usize,
+    part: Part,
+) -> anyhow::Result<StagedPart> {
+    let Part { mut rows, files, mut edges, reused, history } = part;
+    if let Some(entry) = reused {
+        return Ok(StagedPart::Reused(entry));
+    }
+    for r in &mut rows {
+        r.embedding.clear();
+        r.title_embedding.clear();
+    }
+    let dir = work.join(format!("{}.{k}", repo_slug(repo)));
+    std::fs::create_dir_all(&dir)?;
+    write_rows(&dir.join(ROWS_PARQUET), &rows, 0)?;
+    drop(rows);
+    write_files(&dir.join(FILES_PARQUET), &files)?;
+    write_edges(&dir.join(EDGES_PARQUET), &mut edges)?;
+    let prefix = staged_part_prefix(run, repo, k);
+    for name in [ROWS_PARQUET, FILES_PARQUET, EDGES_PARQUET] {
+        store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(StagedPart::Rows { history })
+}
+
+/// Reads staged build segment `k` of `repo` back as the cut gave it.
+async fn staged_part(
+    store: &Store,
+    work: &std::path::Path,
+    run: &str,
+    repo: &str,
+    k: usize,
+    staged: StagedPart,
+) -> anyhow::Result<Part> {
+    let history = match staged {
+        StagedPart::Reused(entry) => {
+            let history = entry.history.clone();
+            let (rows, files, edges) = (Vec::new(), Vec::new(), Vec::new());
+            return Ok(Part { rows, files, edges, reused: Some(entry), history });
+        }
+        StagedPart::Rows { history } => history,
+    };
+    let prefix = staged_part_prefix(run, repo, k);
+    let dir = work.join(format!("in-{}.{k}", repo_slug(repo)));
+    std::fs::create_dir_all(&dir)?;
+    for name in [ROWS_PARQUET, FILES_PARQUET, EDGES_PARQUET] {
+        let bytes = store
+            .get_opt(&format!("{prefix}/{name}"))
+            .await?
+            .with_context(|| format!("{prefix}/{name} is missing"))?;
+        std::fs::write(dir.join(name), bytes)?;
+    }
+    let rows: Vec<Row> = read_rows(&dir.join(ROWS_PARQUET), false)?;
+    let files = read_files(&dir.join(FILES_PARQUET))?;
+    let edges = read_edges(&dir.join(EDGES_PARQUET))?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(Part { rows, files, edges, reused: None, history })
 }
 
 async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
     Ok(store.staged_crawls(run).await?)
 }
 
-/// Stage 2: embeds the staged rows of `shard` (reusing every unchanged vector), writes and
-/// uploads their segments, and stages their manifest entries.
+/// Stage 2: embeds the staged build segments of `shard` one at a time as `crawl` cut them
+/// (reusing every unchanged vector; a segment the crawl found again is taken as it is), writes
+/// and uploads them, and stages their manifest entries.
 pub async fn embed(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Result<BuildReport> {
-    let store = hubdex_formats::Store::open(&opts.store)?;
+    embed_with(opts, run, shard, &load_embedder(opts)?).await
+}
+
+/// [`embed`] with an embedder of the caller's (`hubdex-bench` and tests: a cheap stand-in for
+/// the model).
+pub async fn embed_with(
+    opts: &BuildOptions,
+    run: &str,
+    shard: Shard,
+    embedder: &dyn TextEmbedder,
+) -> anyhow::Result<BuildReport> {
+    let store = Store::open(&opts.store)?;
     let prev = store.current_manifest().await.context("reading the current snapshot")?;
-    let embedder = load_embedder(opts)?;
     let model = embedder.identity().clone();
     let mp = MultiProgress::new();
     let work = tempfile::tempdir()?;
     let mut report = BuildReport::default();
     for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
-        let prefix = staged_crawl_prefix(run, &staged.repo);
-        let dir = work.path().join(format!("in-{}", repo_slug(&staged.repo)));
-        std::fs::create_dir_all(&dir)?;
-        for name in ["rows.parquet", "files.parquet", EDGES_PARQUET] {
-            let bytes = store
-                .get_opt(&format!("{prefix}/{name}"))
-                .await?
-                .with_context(|| format!("{prefix}/{name} is missing"))?;
-            std::fs::write(dir.join(name), bytes)?;
-        }
-        let rows: Vec<Row> = read_rows(&dir.join("rows.parquet"), false)?;
-        let files: Vec<FileText> = read_files(&dir.join("files.parquet"))?;
-        let edges = read_edges(&dir.join(EDGES_PARQUET))?;
-        let prev_segments = SegmentInput::prev_segments(prev.as_ref(), &staged.repo, &model);
+        same_model(&staged, &model)?;
+        let repo = staged.repo.clone();
+        let prev_segments = SegmentInput::prev_segments(prev.as_ref(), &repo, &model);
         let before = (report.embedded, report.reused, report.embed_seconds);
         let writer = SegmentWriter {
             store: &store,
             cache: &opts.cache,
-            embedder: &embedder,
+            embedder,
             budget: opts.memory_budget,
             work: work.path(),
             mp: &mp,
         };
-        let share = opts.memory_budget.segment_bytes();
-        let input = SegmentInput {
-            repo: staged.repo.clone(),
-            parts: cut_parts(rows, files, edges, share, model.dim),
-            prev_segments,
+        // One segment is read ahead of the one being embedded, as `build`'s cut runs one ahead.
+        let (tx, parts) = tokio::sync::mpsc::channel::<Part>(1);
+        let feed = async {
+            for (k, part) in staged.parts.into_iter().enumerate() {
+                let part = staged_part(&store, work.path(), run, &repo, k, part).await?;
+                if tx.send(part).await.is_err() {
+                    break; // the embedding stopped: its error is the cause
+                }
+            }
+            drop(tx);
+            anyhow::Ok(())
         };
-        let entries = embed_one(writer, input, &mut report).await?;
+        let input = SegmentInput { repo: repo.clone(), parts, prev_segments };
+        let (fed, entries) = tokio::join!(feed, embed_one(writer, input, &mut report));
+        let entries = entries?;
+        fed?;
+        if entries.is_empty() {
+            anyhow::bail!("the crawl of {repo} staged no build segment: run crawl again");
+        }
         let done = StagedSegment::new(
             entries,
             report.embedded - before.0,
             report.reused - before.1,
             report.embed_seconds - before.2,
         );
-        store.put_staged_segment(run, &staged.repo, &done).await?;
+        store.put_staged_segment(run, &repo, &done).await?;
         report.repos += 1;
     }
     Ok(report)
+}
+
+/// Refuses to embed what was crawled for another model: the cut counted that model's vector
+/// bytes, and the segments it found again hold that model's vectors.
+fn same_model(staged: &Staged, model: &ModelIdentity) -> anyhow::Result<()> {
+    let crawled = &staged.model;
+    if crawled.model_sha256 != model.model_sha256 || crawled.dim != model.dim {
+        anyhow::bail!(
+            "{} was crawled for model {} (sha256 {}, {} dimensions) but this embed has {} (sha256 \
+             {}, {} dimensions): run crawl and embed with the same --model",
+            staged.repo,
+            crawled.name,
+            crawled.model_sha256,
+            crawled.dim,
+            model.name,
+            model.model_sha256,
+            model.dim
+        );
+    }
+    Ok(())
 }
 
 /// Stage 3: verifies every staged segment (each file against its sha256, before anything

@@ -87,7 +87,7 @@ fn two_shards_through_the_stage_commands_equal_one_build() {
     runtime().block_on(async {
         let mut crawled = Vec::new();
         for s in &shards {
-            crawled.extend(crawl(&o, "run-1", *s).await.unwrap());
+            crawled.extend(crawl(&o, "run-1", *s).await.unwrap().repos);
         }
         crawled.sort();
         assert_eq!(

@@ -166,6 +166,10 @@ enum Command {
         /// Commit a new file before building (a one-commit delta), with this subject.
         #[arg(long)]
         add_commit: Option<String>,
+        /// Run one stage of the staged build (as a workflow does: `crawl`, then `embed`, then
+        /// `publish`, each in a process of its own, run id `bench`) instead of `build`.
+        #[arg(long, value_parser = ["crawl", "embed", "publish"])]
+        stage: Option<String>,
     },
     /// The query embedder's memory (issue 31): load it with the sessions `--sessions`,
     /// `--arena`, `--prepack` and `--share-prepacked` say, embed the queries one at a time, and
@@ -1035,6 +1039,7 @@ async fn build_bench(
     embedder: &str,
     budget: Option<&str>,
     add_commit: Option<String>,
+    stage: Option<String>,
 ) -> anyhow::Result<Value> {
     if let Some(subject) = &add_commit {
         hubdex_tests::add_commit(source, subject, "notes/delta.dat")?;
@@ -1049,6 +1054,9 @@ async fn build_bench(
     if let Some(b) = budget {
         let bytes = hubdex_indexer::parse_size(b).map_err(anyhow::Error::msg)?;
         opts.memory_budget = hubdex_indexer::MemoryBudget::unchecked(bytes);
+    }
+    if let Some(stage) = stage {
+        return stage_bench(&opts, &stage, embedder, &model_dir).await;
     }
     let git = GitMemory::start();
     let t = Instant::now();
@@ -1081,6 +1089,48 @@ async fn build_bench(
         "git_peak_anon_kib": git_anon,
         "git_peak_rss_kib": git_hwm,
     }))
+}
+
+/// One stage of the staged build (`hubdex-index crawl`, `embed` or `publish`, run `bench`,
+/// one shard), as [`build_bench`] measures a build.
+async fn stage_bench(
+    opts: &hubdex_indexer::BuildOptions,
+    stage: &str,
+    embedder: &str,
+    model_dir: &Path,
+) -> anyhow::Result<Value> {
+    use hubdex_indexer::{Shard, crawl_with, embed_with, publish};
+    let (run, all) = ("bench", Shard::ALL);
+    let hash = hubdex_tests::HashEmbedder::new(384);
+    let model: Box<dyn hubdex_formats::TextEmbedder> = if embedder == "hash" {
+        Box::new(hash)
+    } else {
+        Box::new(Embedder::load(model_dir, Device::Cpu)?)
+    };
+    let label = if embedder == "hash" { "hash embedder (not a model)" } else { "the model" };
+    let t = Instant::now();
+    let mut out = match stage {
+        "crawl" => {
+            let r = crawl_with(opts, run, all, model.identity()).await?;
+            json!({"repos": r.repos.len(), "parts_staged": r.parts_staged,
+                   "parts_reused": r.parts_reused, "commits_skipped": r.commits_skipped})
+        }
+        "embed" => {
+            let r = embed_with(opts, run, all, model.as_ref()).await?;
+            json!({"rows": r.rows, "embedded": r.embedded, "segments_written": r.segments_written,
+                   "segments_unchanged": r.segments_unchanged, "embed_seconds": r.embed_seconds})
+        }
+        _ => {
+            let r = publish(opts, run).await?;
+            json!({"rows": r.rows, "published": r.published, "publish_seconds": r.publish_seconds})
+        }
+    };
+    out["stage"] = json!(stage);
+    out["embedder"] = json!(label);
+    out["budget"] = json!(opts.memory_budget.to_string());
+    out["seconds"] = json!(t.elapsed().as_secs_f64());
+    out["peak_rss_kib"] = json!(status_kib("VmHWM:"));
+    Ok(out)
 }
 
 fn embedder_memory(
@@ -1253,9 +1303,9 @@ fn main() -> anyhow::Result<()> {
             hubdex_tests::synthetic_history(&out, commits, seed)?;
             json!({"commits": commits, "seconds": t.elapsed().as_secs_f64()})
         }
-        Command::Build { source, store, embedder, budget, add_commit } => {
-            rt.block_on(build_bench(&source, &store, &embedder, budget.as_deref(), add_commit))?
-        }
+        Command::Build { source, store, embedder, budget, add_commit, stage } => rt.block_on(
+            build_bench(&source, &store, &embedder, budget.as_deref(), add_commit, stage),
+        )?,
         Command::Vectors { segment, query_vectors, ef, rescore } => {
             vectors_bench(&segment, &query_vectors, &ef, &rescore)?
         }
