@@ -222,6 +222,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 r.parts_reused,
                 r.commits_skipped
             );
+            if let Some(peak) = r.peak_rss {
+                eprintln!("memory: peak {} MiB (budget {})", peak >> 20, opts.memory_budget);
+            }
         }
         Command::Embed { shard, run, common } => {
             let opts = options(common, Vec::new())?;
@@ -230,6 +233,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "embedded {} repositories of run {run}: {} rows, {} embedded, {} reused; {} segments written, {} unchanged",
                 r.repos, r.rows, r.embedded, r.reused, r.segments_written, r.segments_unchanged
             );
+            if let Some(peak) = r.peak_rss_before_publish {
+                eprintln!("memory: peak {} MiB (budget {})", peak >> 20, opts.memory_budget);
+            }
         }
         Command::Publish { run, common } => {
             let opts = options(common, Vec::new())?;

@@ -74,6 +74,8 @@ pub struct CrawlReport {
     pub parts_reused: usize,
     /// History commits whose diffs were not read (see [`BuildReport::commits_skipped`]).
     pub commits_skipped: u64,
+    /// The process's peak resident memory in bytes once crawled, where the system says.
+    pub peak_rss: Option<u64>,
 }
 
 /// Stage 1: crawls the repositories of `shard` and stages their build segments, cut as
@@ -166,6 +168,7 @@ async fn crawl_planned(
         plan.store.put_staged_crawl(run, &record).await?;
         out.repos.push(repo.clone());
     }
+    out.peak_rss = crate::build::peak_rss();
     Ok(out)
 }
 
@@ -301,6 +304,8 @@ pub async fn embed_with(
         store.put_staged_segment(run, &repo, &done).await?;
         report.repos += 1;
     }
+    report.memory_budget = opts.memory_budget.bytes();
+    report.peak_rss_before_publish = crate::build::peak_rss();
     Ok(report)
 }
 
