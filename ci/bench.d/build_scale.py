@@ -18,7 +18,10 @@ measure an older hubdex-bench alike, run this with MALLOC_TRIM_THRESHOLD_=131072
   - budget: the same history under the default budget (3 GiB) and under 256 MiB;
   - rebuild: the 256 MiB store built again with nothing changed;
   - delta: one commit more, then built again (what it embeds, writes, and its time);
-  the rebuild and the delta say how many commits' diffs they did not read (build segments
+  - staged delta: one commit more through the stages a workflow runs (`--stage crawl`, then
+    `embed`, then `publish`, each a process of its own): their seconds added up, the largest
+    of their peaks;
+  the rebuild and the deltas say how many commits' diffs they did not read (build segments
   of history rows found again by their spans).
 
 With --fd-bundle and --model, the real model's peak on a real repository: sharkdp/fd (from
@@ -58,6 +61,25 @@ def build(bench: str, source: Path, store: Path, budget: str, extra: list[str] =
     return run_json(cmd + list(extra))
 
 
+def staged(bench: str, source: Path, store: Path, budget: str) -> dict:
+    """A one-commit delta through the three stages, as one result row."""
+    crawl = build(bench, source, store, budget, ["--stage", "crawl", "--add-commit", "Staged"])
+    embed = build(bench, source, store, budget, ["--stage", "embed"])
+    publish = build(bench, source, store, budget, ["--stage", "publish"])
+    seconds = crawl["seconds"] + embed["seconds"] + publish["seconds"]
+    other = max(seconds - embed["embed_seconds"], 1e-9)
+    return {
+        "rows": embed["rows"], "embedded": embed["embedded"],
+        "segments_written": embed["segments_written"],
+        "segments_unchanged": embed["segments_unchanged"],
+        "commits_skipped": crawl["commits_skipped"], "seconds": seconds,
+        "non_embedding_rows_per_s": embed["rows"] / other,
+        "peak_rss_kib": max(crawl["peak_rss_kib"], embed["peak_rss_kib"], publish["peak_rss_kib"]),
+        "peak_rss_before_publish_kib": max(crawl["peak_rss_kib"], embed["peak_rss_kib"]),
+        "stages": {"crawl": crawl, "embed": embed, "publish": publish},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
@@ -87,6 +109,9 @@ def main() -> None:
             print(f"build-scale: {commits} commits, {label}", file=sys.stderr)
             r = build(a.bench, src, run / store, budget, extra)
             results.append({"commits": commits, "step": label, **r})
+        print(f"build-scale: {commits} commits, staged delta", file=sys.stderr)
+        r = staged(a.bench, src, run / "cut", "256MiB")
+        results.append({"commits": commits, "step": "staged delta: one commit", **r})
         shutil.rmtree(run, ignore_errors=True)
     fd = None
     if a.fd_bundle and a.model and a.fd_bundle.exists():

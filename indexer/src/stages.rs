@@ -1,7 +1,10 @@
-//! The build as three stages a workflow can run on different machines, sharded:
-//! `crawl` (rows without vectors, files and edges to `staging/<run>/crawl/`), `embed` (vectors, segments
-//! uploaded, entries to `staging/<run>/segments/`), `publish` (verify every staged segment,
-//! write the manifest, move LATEST, save cursors, consume the delta queue it covered).
+//! The build as three stages a workflow can run on different machines, sharded: `crawl` (each
+//! repository cut into build segments as `build` cuts it, within the memory budget: each
+//! one's rows without vectors, files and edges to `staging/<run>/crawl/<repo>/part-<k>/`, or
+//! the current segment its history span found again), `embed` (the staged segments read back
+//! one at a time: vectors, segments uploaded, entries to `staging/<run>/segments/`), `publish`
+//! (verify every staged segment, write the manifest, move LATEST, save cursors, consume the
+//! delta queue it covered).
 
 use std::collections::BTreeSet;
 use std::time::Instant;
