@@ -332,8 +332,8 @@ fn same_model(staged: &Staged, model: &ModelIdentity) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Stage 3: verifies every staged segment (each file against its sha256, before anything
-/// else), publishes the snapshot, saves the cursors and moves the covered queue entries to
+/// Stage 3: verifies every staged segment the current snapshot does not already serve (each
+/// file against its sha256, before anything else), publishes the snapshot, saves the cursors and moves the covered queue entries to
 /// done. A segment that fails verification stops the publish; LATEST stays where it was.
 pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildReport> {
     let started = Instant::now();
@@ -356,11 +356,23 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
         report.reused += staged.reused;
         report.embed_seconds += staged.embed_seconds;
         for entry in staged.entries() {
-            store.fetch_segment(entry, check.path()).await.with_context(|| {
-                format!("staged segment {} of {} failed verification", entry.id, s.repo)
-            })?;
-            let (meta, _) = store.stored_segment_entry(&entry.id).await?;
-            model = Some(meta.model);
+            // A build segment the current snapshot already serves, file for file, was verified
+            // when it was published: only the others are downloaded and checked (a one-commit
+            // delta of a long history stages hundreds of unchanged segments).
+            let published = prev.as_ref().is_some_and(|m| {
+                m.segments.iter().any(|p| {
+                    p.id == entry.id
+                        && p.segment_json_sha256 == entry.segment_json_sha256
+                        && p.files == entry.files
+                })
+            });
+            if !published {
+                store.fetch_segment(entry, check.path()).await.with_context(|| {
+                    format!("staged segment {} of {} failed verification", entry.id, s.repo)
+                })?;
+                let (meta, _) = store.stored_segment_entry(&entry.id).await?;
+                model = Some(meta.model);
+            }
             segments.push(entry.clone());
         }
     }
