@@ -122,9 +122,8 @@ async fn crawl_planned(
     let mut report = BuildReport::default();
     let mut out = CrawlReport::default();
     let queue = plan.store.pending().await?;
-    let mine: Vec<_> = plan.repos.iter().filter(|(r, _)| shard.owns(r)).collect();
     let git_version = git::version()?;
-    for (repo, source) in mine {
+    for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = crate::progress::spinner(None);
         // A GitHub crawl carries unchanged threads over from the current snapshot; a local
         // repository is read whole and needs nothing from it here.

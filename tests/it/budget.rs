@@ -16,7 +16,7 @@ use hubdex_indexer::{
     BuildOptions, BuildReport, Config, CrawlReport, MemoryBudget, Shard, build_with, crawl_with,
     embed_with, publish,
 };
-use hubdex_tests::{HashEmbedder, add_commit, synthetic_history};
+use hubdex_tests::{HashEmbedder, add_commit, add_commit_at, synthetic_history};
 use serde_json::{Value, json};
 
 use crate::fixture::{options, runtime, state};
@@ -260,13 +260,6 @@ fn git_at(repo: &Path, authored: &str, committed: &str, args: &[&str]) {
     assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
-/// Commits `path` with `text` on the current branch, authored at `authored`.
-fn commit_file(repo: &Path, authored: &str, subject: &str, path: &str, text: &str) {
-    std::fs::write(repo.join(path), text).unwrap();
-    git_at(repo, authored, "2030-02-01T00:00:00Z", &["add", path]);
-    git_at(repo, authored, "2030-02-01T00:00:00Z", &["commit", "-q", "-m", subject]);
-}
-
 #[test]
 fn commits_that_land_inside_the_cut_order_and_a_rewritten_tail_publish_what_a_build_from_nothing_does()
  {
@@ -282,8 +275,8 @@ fn commits_that_land_inside_the_cut_order_and_a_rewritten_tail_publish_what_a_bu
     // paths), so the mainline's meaning changes for them too.
     let mid = "@1500015030 +0000"; // between the 250th and the 251st synthetic commit
     git_at(&repo, mid, mid, &["checkout", "-q", "-b", "topic", "HEAD~140"]);
-    commit_file(&repo, mid, "Topic: first step", "topic-a.txt", "a\n");
-    commit_file(&repo, mid, "Topic: second step", "topic-b.txt", "b\n");
+    add_commit_at(&repo, "Topic: first step", "topic-a.txt", mid).unwrap();
+    add_commit_at(&repo, "Topic: second step", "topic-b.txt", mid).unwrap();
     git_at(&repo, mid, mid, &["checkout", "-q", "main"]);
     let now = "2030-02-02T00:00:00Z";
     git_at(&repo, now, now, &["merge", "-q", "--no-ff", "-m", "Merge branch 'topic'", "topic"]);
@@ -304,7 +297,7 @@ fn commits_that_land_inside_the_cut_order_and_a_rewritten_tail_publish_what_a_bu
     let tail = segment_ids(&store);
     git_at(&repo, now, now, &["reset", "-q", "--hard", "HEAD~4"]);
     git_at(&repo, now, now, &["branch", "-q", "-D", "topic"]);
-    commit_file(&repo, "2030-02-03T00:00:00Z", "Rewritten tail", "tail.txt", "t\n");
+    add_commit_at(&repo, "Rewritten tail", "tail.txt", "2030-02-03T00:00:00Z").unwrap();
     let rewritten = build_into(&opts);
     assert!(rewritten.published, "{rewritten:?}");
     // The segment that held the branch's commits goes back to what it was before the merge
@@ -408,9 +401,10 @@ fn a_repository_served_by_several_units_answers_as_one_served_by_one() {
     });
 }
 
-/// One build in a process of its own (`hubdex-bench build`, the hash embedder), so the peak
-/// memory it reports is that build's: its JSON report.
-fn build_alone(source: &Path, store: &Path, budget: &str) -> Value {
+/// `hubdex-bench build` (the hash embedder) in a process of its own, so the peak memory it
+/// reports is that run's: a whole build, or one stage with `["--stage", STAGE]` in `extra`.
+/// Its JSON report.
+fn bench_build(source: &Path, store: &Path, budget: &str, extra: &[&str]) -> Value {
     let out = std::process::Command::new(hubdex_tests::bin("hubdex-bench"))
         .arg("build")
         .arg("--source")
@@ -418,6 +412,7 @@ fn build_alone(source: &Path, store: &Path, budget: &str) -> Value {
         .arg("--store")
         .arg(store)
         .args(["--budget", budget])
+        .args(extra)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -425,17 +420,22 @@ fn build_alone(source: &Path, store: &Path, budget: &str) -> Value {
     serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
 }
 
+/// Synthetic histories of 100 and 6,000 commits in `dir`: (tiny, large).
+fn tiny_and_large(dir: &Path) -> (PathBuf, PathBuf) {
+    let (tiny, large) = (dir.join("tiny"), dir.join("large"));
+    synthetic_history(&tiny, 100, 11).unwrap();
+    synthetic_history(&large, 6000, 11).unwrap();
+    (tiny, large)
+}
+
 #[test]
 fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
-    let tiny = dir.path().join("tiny");
-    let large = dir.path().join("large");
-    synthetic_history(&tiny, 100, 11).unwrap();
-    synthetic_history(&large, 6000, 11).unwrap();
+    let (tiny, large) = tiny_and_large(dir.path());
     // Peak memory once crawled, embedded and written (before the serving merge, which the
     // budget does not govern), in MiB.
     let peak = |source: &Path, budget: &str, store: &str| {
-        let report = build_alone(source, &dir.path().join(store), budget);
+        let report = bench_build(source, &dir.path().join(store), budget, &[]);
         let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
         (kib >> 10, report["rows"].as_u64().unwrap())
     };
@@ -455,36 +455,16 @@ fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     assert!(whole >= cut + 50, "peak {cut} MiB under 32 MiB against {whole} MiB unbounded");
 }
 
-/// One stage of a staged build in a process of its own (`hubdex-bench build --stage`, the
-/// hash embedder): its JSON report.
-fn stage_alone(source: &Path, store: &Path, budget: &str, stage: &str) -> Value {
-    let out = std::process::Command::new(hubdex_tests::bin("hubdex-bench"))
-        .arg("build")
-        .arg("--source")
-        .arg(source)
-        .arg("--store")
-        .arg(store)
-        .args(["--budget", budget, "--stage", stage])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
-}
-
 #[test]
 fn the_staged_crawl_and_embed_under_a_small_budget_hold_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
-    let tiny = dir.path().join("tiny");
-    let large = dir.path().join("large");
-    synthetic_history(&tiny, 100, 11).unwrap();
-    synthetic_history(&large, 6000, 11).unwrap();
+    let (tiny, large) = tiny_and_large(dir.path());
     // Each stage's peak memory in its own process, in MiB: (crawl, embed).
     let peaks = |source: &Path, budget: &str, store: &str| {
         let store = dir.path().join(store);
         let mib = |v: Value| v["peak_rss_kib"].as_u64().expect("Linux says its VmHWM") >> 10;
-        let crawl = mib(stage_alone(source, &store, budget, "crawl"));
-        (crawl, mib(stage_alone(source, &store, budget, "embed")))
+        let crawl = mib(bench_build(source, &store, budget, &["--stage", "crawl"]));
+        (crawl, mib(bench_build(source, &store, budget, &["--stage", "embed"])))
     };
     let base = peaks(&tiny, "3GiB", "tiny");
     let cut = peaks(&large, "32MiB", "large-cut");

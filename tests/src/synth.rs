@@ -132,6 +132,13 @@ pub fn synthetic_history(dir: &Path, commits: usize, seed: u64) -> std::io::Resu
 /// Adds one commit to a history [`synthetic_history`] wrote: it writes the file `path`
 /// (relative to the repository).
 pub fn add_commit(dir: &Path, subject: &str, path: &str) -> std::io::Result<()> {
+    add_commit_at(dir, subject, path, "2030-01-01T00:00:00Z")
+}
+
+/// [`add_commit`] on the current branch with the author date `authored` (git's date formats:
+/// `@<seconds> +0000` too): a commit authored long before it was committed, as a rebased pull
+/// request's are.
+pub fn add_commit_at(dir: &Path, subject: &str, path: &str, authored: &str) -> std::io::Result<()> {
     let file = dir.join(path);
     if let Some(parent) = file.parent() {
         std::fs::create_dir_all(parent)?;
@@ -153,7 +160,7 @@ pub fn add_commit(dir: &Path, subject: &str, path: &str) -> std::io::Result<()> 
         let ok = Command::new("git")
             .args(&args)
             .current_dir(dir)
-            .env("GIT_AUTHOR_DATE", "2030-01-01T00:00:00Z")
+            .env("GIT_AUTHOR_DATE", authored)
             .env("GIT_COMMITTER_DATE", "2030-01-01T00:00:00Z")
             .status()?;
         if !ok.success() {
