@@ -117,6 +117,17 @@ pub fn read_rows(path: &Path, with_embeddings: bool) -> Result<Vec<Row>, FormatE
     Ok(rows)
 }
 
+/// The rows of a rows.parquet file with their identity, `content_sha256` and `title` alone (every
+/// other field empty): what a rebuild reads of the current build segments to find which of them
+/// hold the texts it is about to embed, without decoding their bodies.
+pub fn read_text_keys(path: &Path) -> Result<Vec<Row>, FormatError> {
+    let mut rows = Vec::new();
+    for batch in row_batches(path, Columns::TextKeys)? {
+        rows.extend(batch?);
+    }
+    Ok(rows)
+}
+
 /// Which columns of rows.parquet a reader decodes (a row's identity, `id`, `type`, `repo` and
 /// `entity`, always).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +139,9 @@ pub(crate) enum Columns {
     Embedding,
     /// The identity and the second (title) vector.
     TitleEmbedding,
+    /// The identity, `content_sha256` and `title`: which texts the rows embed
+    /// ([`read_text_keys`]).
+    TextKeys,
 }
 
 /// Reads rows.parquet a batch of [`BATCH_ROWS`] rows at a time, decoding `columns`: what
@@ -147,6 +161,9 @@ pub(crate) fn row_batches(
             match columns {
                 Columns::All => true,
                 Columns::WithoutVectors => !vector,
+                Columns::TextKeys => {
+                    matches!(name, "id" | "type" | "repo" | "entity" | "content_sha256" | "title")
+                }
                 Columns::Embedding | Columns::TitleEmbedding => {
                     let wanted =
                         if columns == Columns::Embedding { "embedding" } else { "title_embedding" };

@@ -11,7 +11,7 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment, MergeLimits,
-    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
+    ModelIdentity, Row, RowType, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
     snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
@@ -235,6 +235,25 @@ fn text_hashes(rows: &[Row]) -> HashSet<String> {
         out.insert(r.content_sha256.clone());
         if let Some(text) = r.title_embedding_text() {
             out.insert(sha256_hex(text.as_bytes()));
+        }
+    }
+    out
+}
+
+/// The hashes of the texts rows read without their bodies ([`hubdex_formats::read_text_keys`])
+/// may hold vectors of: each row's main text (`content_sha256`), and each commit row's title as
+/// [`Row::title_embedding_text`] gives it. A commit's title has a vector of its own only where
+/// its body embeds more than whitespace, which the body would tell: so this may name a title
+/// without one. It only picks the build segments worth reading whole; [`keep_reusable`] takes
+/// the vectors they hold.
+fn held_text_hashes(rows: &[Row]) -> HashSet<String> {
+    let mut out = HashSet::with_capacity(rows.len() * 2);
+    for r in rows {
+        out.insert(r.content_sha256.clone());
+        if r.kind() == RowType::Commit
+            && let Some(title) = r.title.as_deref().filter(|t| !t.trim().is_empty())
+        {
+            out.insert(sha256_hex(format!("{title}\n").as_bytes()));
         }
     }
     out
@@ -703,14 +722,26 @@ impl<'a> EarlierVectors<'a> {
         self.segments.iter().find(|s| s.input_sha256.as_deref() == Some(input)).cloned()
     }
 
-    async fn read(&self, k: usize, vectors: bool) -> anyhow::Result<Vec<Row>> {
+    /// Build segment `k`'s rows with their vectors.
+    async fn read(&self, k: usize) -> anyhow::Result<Vec<Row>> {
+        Ok(read_rows(&self.rows_parquet(k).await?, true)?)
+    }
+
+    /// The hashes of the texts build segment `k` may hold vectors of ([`held_text_hashes`]),
+    /// read from three of its columns.
+    async fn texts_of(&self, k: usize) -> anyhow::Result<HashSet<String>> {
+        let rows = hubdex_formats::read_text_keys(&self.rows_parquet(k).await?)?;
+        Ok(held_text_hashes(&rows))
+    }
+
+    async fn rows_parquet(&self, k: usize) -> anyhow::Result<std::path::PathBuf> {
         let seg = &self.segments[k];
         let dir = self
             .store
             .fetch_segment(seg, self.cache)
             .await
             .with_context(|| format!("reading previous segment {}", seg.id))?;
-        Ok(read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), vectors)?)
+        Ok(dir.join(hubdex_formats::ROWS_PARQUET))
     }
 
     /// The earlier vectors of the texts `rows` embed (sha256 of a text → its vector).
@@ -724,7 +755,7 @@ impl<'a> EarlierVectors<'a> {
         if !self.looked {
             self.looked = true;
             for k in 0..self.segments.len() {
-                if text_hashes(&self.read(k, false).await?).iter().any(|t| wanted.contains(t)) {
+                if self.texts_of(k).await?.iter().any(|t| wanted.contains(t)) {
                     holding.insert(k as u32);
                 }
             }
@@ -732,7 +763,7 @@ impl<'a> EarlierVectors<'a> {
             if self.index.is_none() {
                 let mut index = HashMap::new();
                 for k in 0..self.segments.len() {
-                    for sha in text_hashes(&self.read(k, false).await?) {
+                    for sha in self.texts_of(k).await? {
                         index.insert(hash_key(&sha), k as u32);
                     }
                 }
@@ -742,7 +773,7 @@ impl<'a> EarlierVectors<'a> {
             holding.extend(wanted.iter().filter_map(|sha| index.get(&hash_key(sha)).copied()));
         }
         for k in holding {
-            keep_reusable(&self.read(k as usize, true).await?, &wanted, &mut out);
+            keep_reusable(&self.read(k as usize).await?, &wanted, &mut out);
         }
         Ok(out)
     }
@@ -1021,6 +1052,42 @@ mod tests {
             assert!(id > parent, "{id} <= {parent}");
         }
         assert_eq!(next_snapshot_id(now, b"a", None), snapshot_id(now, b"a"));
+    }
+
+    #[test]
+    fn the_texts_a_segment_holds_read_without_bodies_include_every_text_it_embeds() {
+        let row = |kind: RowType, entity: &str, title: Option<&str>, body: &str| {
+            let mut r = Row::new(kind, "o/r", entity, 0);
+            r.title = title.map(str::to_string);
+            r.body = body.to_string();
+            r.content_sha256 = sha256_hex(r.embedding_text().as_bytes());
+            r.embedding = vec![1, 2, 3, 4];
+            if r.title_embedding_text().is_some() {
+                r.title_embedding = vec![4, 3, 2, 1];
+            }
+            r
+        };
+        let rows = vec![
+            row(RowType::Commit, "a", Some("Fix the parser"), "It dropped the last line."),
+            row(RowType::Commit, "b", Some("Bump the version"), "  \n"),
+            row(RowType::Commit, "c", Some("   "), "A body under a blank title."),
+            row(RowType::Diff, "a:src/p.rs", Some("src/p.rs"), "@@ fn parse\n+ last line"),
+            row(RowType::Issue, "#1", Some("The parser drops a line"), "Seen on 0.3."),
+        ];
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("rows.parquet");
+        hubdex_formats::write_rows(&path, &rows, 4).unwrap();
+        let keys = hubdex_formats::read_text_keys(&path).unwrap();
+        assert!(keys.iter().all(|r| r.body.is_empty()), "no body is read");
+        assert_eq!(
+            keys.iter().map(|r| &r.id).collect::<Vec<_>>(),
+            rows.iter().map(|r| &r.id).collect::<Vec<_>>()
+        );
+        let (held, embedded) = (held_text_hashes(&keys), text_hashes(&rows));
+        assert!(held.is_superset(&embedded));
+        // One more: the title of the commit whose body is blank (it has no vector of its own).
+        let extra: Vec<_> = held.difference(&embedded).collect();
+        assert_eq!(extra, [&sha256_hex(b"Bump the version\n")]);
     }
 
     #[test]

@@ -38,7 +38,12 @@ pub(crate) fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = make_repo(&dir.path().join("widgets"));
         let store = dir.path().join("store");
-        let first = runtime().block_on(build(&options(&store, &repo.dir))).expect("first build");
+        // On a thread of its own: a test may first ask for the fixture from inside its runtime.
+        let first = std::thread::scope(|s| {
+            s.spawn(|| runtime().block_on(build(&options(&store, &repo.dir)))).join()
+        })
+        .expect("the first build's thread")
+        .expect("first build");
         Fixture { _dir: dir, repo, store, first }
     })
 }
