@@ -321,12 +321,19 @@ impl Row {
     /// for every other row, whose one vector is enough (docs/quality.md, "Several vectors per
     /// row").
     pub fn title_embedding_text(&self) -> Option<String> {
-        let title = self.title.as_deref().filter(|t| !t.trim().is_empty())?;
         let embeds_more = match self.embed_chars {
             Some(n) => self.body.chars().take(n).any(|c| !c.is_whitespace()),
             None => !self.body.trim().is_empty(),
         };
-        (self.kind() == RowType::Commit && embeds_more).then(|| format!("{title}\n"))
+        self.title_text().filter(|_| embeds_more)
+    }
+
+    /// What [`Row::title_embedding_text`] is when the body embeds more than whitespace, read
+    /// from the row's type and title alone: a rebuild finds the build segments that may hold a
+    /// title's vector by it without reading their bodies.
+    pub fn title_text(&self) -> Option<String> {
+        let title = self.title.as_deref().filter(|t| !t.trim().is_empty())?;
+        (self.kind() == RowType::Commit).then(|| format!("{title}\n"))
     }
 
     /// The text the model embeds: title and body (the model truncates further).

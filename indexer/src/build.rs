@@ -11,7 +11,7 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment, MergeLimits,
-    ModelIdentity, Row, RowType, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
+    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
     snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
@@ -241,19 +241,17 @@ fn text_hashes(rows: &[Row]) -> HashSet<String> {
 }
 
 /// The hashes of the texts rows read without their bodies ([`hubdex_formats::read_text_keys`])
-/// may hold vectors of: each row's main text (`content_sha256`), and each commit row's title as
-/// [`Row::title_embedding_text`] gives it. A commit's title has a vector of its own only where
-/// its body embeds more than whitespace, which the body would tell: so this may name a title
-/// without one. It only picks the build segments worth reading whole; [`keep_reusable`] takes
+/// may hold vectors of: each row's main text (`content_sha256`), and each commit row's title
+/// ([`Row::title_text`]). A commit's title has a vector of its own only where its body embeds
+/// more than whitespace ([`Row::title_embedding_text`]), which the body would tell: so this may
+/// name a title without one. It only picks the build segments worth reading whole; [`keep_reusable`] takes
 /// the vectors they hold.
 fn held_text_hashes(rows: &[Row]) -> HashSet<String> {
     let mut out = HashSet::with_capacity(rows.len() * 2);
     for r in rows {
         out.insert(r.content_sha256.clone());
-        if r.kind() == RowType::Commit
-            && let Some(title) = r.title.as_deref().filter(|t| !t.trim().is_empty())
-        {
-            out.insert(sha256_hex(format!("{title}\n").as_bytes()));
+        if let Some(title) = r.title_text() {
+            out.insert(sha256_hex(title.as_bytes()));
         }
     }
     out
@@ -1056,6 +1054,7 @@ mod tests {
 
     #[test]
     fn the_texts_a_segment_holds_read_without_bodies_include_every_text_it_embeds() {
+        use hubdex_formats::RowType;
         let row = |kind: RowType, entity: &str, title: Option<&str>, body: &str| {
             let mut r = Row::new(kind, "o/r", entity, 0);
             r.title = title.map(str::to_string);
