@@ -230,28 +230,26 @@ fn fill_vectors(
 /// The hashes of the texts `rows` embed: each row's `content_sha256`, and the hash of its
 /// title text when it has a title vector.
 fn text_hashes(rows: &[Row]) -> HashSet<String> {
-    let mut out = HashSet::with_capacity(rows.len() * 2);
-    for r in rows {
-        out.insert(r.content_sha256.clone());
-        if let Some(text) = r.title_embedding_text() {
-            out.insert(sha256_hex(text.as_bytes()));
-        }
-    }
-    out
+    hashes_with_titles(rows, Row::title_embedding_text)
 }
 
 /// The hashes of the texts rows read without their bodies ([`hubdex_formats::read_text_keys`])
 /// may hold vectors of: each row's main text (`content_sha256`), and each commit row's title
 /// ([`Row::title_text`]). A commit's title has a vector of its own only where its body embeds
 /// more than whitespace ([`Row::title_embedding_text`]), which the body would tell: so this may
-/// name a title without one. It only picks the build segments worth reading whole; [`keep_reusable`] takes
-/// the vectors they hold.
+/// name a title without one. It only picks the build segments worth reading whole;
+/// [`keep_reusable`] takes the vectors they hold.
 fn held_text_hashes(rows: &[Row]) -> HashSet<String> {
+    hashes_with_titles(rows, Row::title_text)
+}
+
+/// Each row's `content_sha256`, and the hash of the title text `title` gives it, if any.
+fn hashes_with_titles(rows: &[Row], title: impl Fn(&Row) -> Option<String>) -> HashSet<String> {
     let mut out = HashSet::with_capacity(rows.len() * 2);
     for r in rows {
         out.insert(r.content_sha256.clone());
-        if let Some(title) = r.title_text() {
-            out.insert(sha256_hex(title.as_bytes()));
+        if let Some(text) = title(r) {
+            out.insert(sha256_hex(text.as_bytes()));
         }
     }
     out

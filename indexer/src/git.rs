@@ -674,17 +674,19 @@ pub(crate) fn for_each_blob(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// Runs git in `dir` with a fixed identity, failing the test if it fails.
-    fn git_ok(dir: &Path, args: &[&str]) {
-        let ok = git(dir)
+    /// Runs git in `dir` with a fixed identity, failing the test if it fails (with what git
+    /// said); its stdout.
+    pub(crate) fn git_ok(dir: &Path, args: &[&str]) -> String {
+        let out = git(dir)
             .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
             .args(args)
-            .status()
+            .output()
             .unwrap();
-        assert!(ok.success(), "git {args:?}");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
     }
 
     #[test]

@@ -137,17 +137,7 @@ mod tests {
     fn a_clone_and_each_fetch_write_the_commit_graph_of_what_they_brought() {
         let tmp = tempfile::tempdir().unwrap();
         let (source, clone) = (tmp.path().join("source"), tmp.path().join("clone.git"));
-        let git = |dir: &Path, args: &[&str]| {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8(out.stdout).unwrap()
-        };
+        let git = crate::git::tests::git_ok;
         std::fs::create_dir(&source).unwrap();
         git(&source, &["init", "-q", "-b", "main"]);
         let commit = |m: &str| git(&source, &["commit", "-q", "--allow-empty", "-m", m]);
