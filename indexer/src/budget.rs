@@ -14,6 +14,7 @@
 //! the segment holding that path, and the other segments keep their ids.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
 
 use hubdex_formats::{
     Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, boundary_after,
@@ -33,16 +34,24 @@ pub(crate) const MIN_MEMORY_BUDGET: u64 = 64 << 20;
 
 /// How many build segments' worth of row data (as [`row_bytes`] counts it) the budget is cut
 /// into. Up to three build segments are in memory at once (one being cut, one waiting, one
-/// being embedded and written), and one being written costs a few times its row data (the
-/// texts to embed, the Parquet writer's buffers for 1,024 rows at a time): measured with
-/// `hubdex-bench build` (docs/performance.md), a sixteenth per segment and at most two
-/// sixteenths in one keeps a build within its budget.
+/// being embedded and written; at most [`SHARES_IN_FLIGHT`] shares of row data together), and
+/// one being written costs a few times its row data (the texts to embed, the Parquet writer's
+/// buffers for 1,024 rows at a time): measured with `hubdex-bench build`
+/// (docs/performance.md), a sixteenth per segment and at most two sixteenths in one keeps a
+/// build within its budget.
 const SEGMENT_SHARE: u64 = 16;
 
 /// No build segment holds more than this many times the share: the cut falls there whatever
 /// the hash says (a run of rows that long without a boundary has probability e^-2; where it
 /// falls then depends on the rows before it, until the next boundary of the hash's own).
 const SEGMENT_MAX_SHARES: u64 = 2;
+
+/// How many shares of row data the build segments in memory may hold together: the one being
+/// cut and those cut but not yet written (waiting, or being embedded and written). Without it
+/// the three build segments in memory at once could hold up to six shares (three of the
+/// largest in a row), and a long history draws such runs where a short one does not
+/// ([`InFlight`]).
+const SHARES_IN_FLIGHT: u64 = 3;
 
 /// What a build holds beside its serving merges when it publishes (the runtime, the model's
 /// session, the manifest): the budget less this is what merges running at once may hold.
@@ -97,6 +106,12 @@ impl MemoryBudget {
     /// on average.
     pub fn segment_bytes(self) -> u64 {
         self.0 / SEGMENT_SHARE
+    }
+
+    /// The row data the build segments being cut, waiting and being written may hold together
+    /// ([`InFlight`]).
+    pub fn in_flight_bytes(self) -> u64 {
+        self.segment_bytes() * SHARES_IN_FLIGHT
     }
 }
 
@@ -183,6 +198,72 @@ pub(crate) struct Part {
     /// Where a segment of history rows alone lies in the history, to record in the manifest
     /// ([`crate::spans`]).
     pub(crate) history: Option<HistorySpan>,
+    /// Its row data as [`row_bytes`] counts it (none when reused: its rows were not read).
+    pub(crate) bytes: u64,
+    /// Its place in the row data in flight, given back when the part is dropped ([`InFlight`]).
+    pub(crate) handed: Option<Handed>,
+}
+
+/// The row data of build segments cut and not yet written, against a cap: the cut waits
+/// ([`InFlight::wait_for_room`]) while what it holds and what it has handed on would pass the
+/// cap, until the writer drops a part it was handed ([`Handed`]). So the build segments in
+/// memory hold at most the cap (and one commit's rows) however large the ones in a row are:
+/// the cut of a long history meets more runs of large segments than a short one's does.
+///
+/// The cut never waits when nothing is handed on (a part larger than the cap still goes), so
+/// it cannot wait for a writer that has nothing to write.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    cap: u64,
+    handed: Mutex<u64>,
+    given_back: Condvar,
+}
+
+/// A part's row data while it is handed on: given back to its [`InFlight`] when dropped.
+#[derive(Debug)]
+pub(crate) struct Handed {
+    gate: Arc<InFlight>,
+    bytes: u64,
+}
+
+impl InFlight {
+    /// Row data in flight of at most `cap` bytes.
+    pub(crate) fn new(cap: u64) -> Arc<InFlight> {
+        Arc::new(InFlight { cap, handed: Mutex::new(0), given_back: Condvar::new() })
+    }
+
+    /// Blocks while `holding` (the row data the cut holds) and what was handed on pass the cap
+    /// and something handed on is still held. Returns whether it waited.
+    pub(crate) fn wait_for_room(&self, holding: u64) -> bool {
+        let mut handed = self.handed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waited = false;
+        while *handed > 0 && *handed + holding > self.cap {
+            waited = true;
+            handed = self.given_back.wait(handed).unwrap_or_else(|e| e.into_inner());
+        }
+        waited
+    }
+
+    /// Hands `part` on: its row data counts as in flight until it is dropped.
+    pub(crate) fn hand_on(self: &Arc<Self>, mut part: Part) -> Part {
+        *self.handed.lock().unwrap_or_else(|e| e.into_inner()) += part.bytes;
+        part.handed = Some(Handed { gate: Arc::clone(self), bytes: part.bytes });
+        part
+    }
+
+    /// The row data handed on and not yet given back.
+    #[cfg(test)]
+    fn handed(&self) -> u64 {
+        *self.handed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        let mut handed = self.gate.handed.lock().unwrap_or_else(|e| e.into_inner());
+        *handed = handed.saturating_sub(self.bytes);
+        self.gate.given_back.notify_all();
+    }
 }
 
 /// A part while the cutter fills it: its edges keep their index in the repository's list,
@@ -205,13 +286,21 @@ struct Filling {
 impl Filling {
     fn into_part(mut self) -> Part {
         self.edges.sort_by_key(|(i, _)| *i);
+        let bytes = self.held();
         Part {
             rows: self.rows,
             files: self.files,
             edges: self.edges.into_iter().map(|(_, e)| e).collect(),
             reused: self.reused,
             history: self.history,
+            bytes,
+            handed: None,
         }
+    }
+
+    /// The row data it holds: none when it is a build segment reused (its rows were not read).
+    fn held(&self) -> u64 {
+        if self.reused.is_some() { 0 } else { self.bytes }
     }
 
     fn append(&mut self, other: Filling) {
@@ -319,6 +408,13 @@ impl<'h> Cutter<'h> {
     /// Takes the next row of the stream: a history row, at `at`.
     pub(crate) fn push_history(&mut self, row: Row, at: RowAt) {
         self.push_at(row, Some(at));
+    }
+
+    /// The row data of the rows it holds: the segment being filled and the parts not taken yet.
+    pub(crate) fn holding(&self) -> u64 {
+        self.open.held()
+            + self.closed.iter().map(Filling::held).sum::<u64>()
+            + self.ready.iter().map(|p| p.bytes).sum::<u64>()
     }
 
     /// Whether the segment being filled is empty: the next row starts a build segment.
@@ -680,5 +776,57 @@ mod tests {
         let rowless = format!("commit/{}", sha(5));
         let last = lazily.last().unwrap();
         assert!(last.edges.iter().any(|e| e.source == rowless), "a row-less commit's edge");
+    }
+
+    #[test]
+    fn the_cut_waits_while_what_it_holds_and_what_it_handed_on_pass_the_cap_until_a_part_is_dropped()
+     {
+        let gate = InFlight::new(100);
+        // Nothing handed on: the cut goes on whatever it holds (a part over the cap still goes).
+        assert!(!gate.wait_for_room(1_000));
+        let part = |bytes| Part { bytes, ..Part::default() };
+        let first = gate.hand_on(part(60));
+        let second = gate.hand_on(part(30));
+        assert_eq!(gate.handed(), 90);
+        assert!(!gate.wait_for_room(10), "90 handed on and 10 held fit 100");
+        // 90 handed on and 40 held do not: the cut waits until the writer drops what it took.
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let waiting = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || {
+                let waited = gate.wait_for_room(40);
+                done_tx.send(gate.handed()).unwrap();
+                waited
+            })
+        };
+        let timeout = std::time::Duration::from_millis(100);
+        assert!(done.recv_timeout(timeout).is_err(), "the cut went on past the cap");
+        drop(second); // 60 + 40 fit 100, but the first is still handed on
+        assert_eq!(done.recv_timeout(std::time::Duration::from_secs(10)), Ok(60));
+        assert!(waiting.join().unwrap(), "it says it waited");
+        drop(first);
+        assert_eq!(gate.handed(), 0, "each part gives back its bytes once");
+    }
+
+    #[test]
+    fn what_the_cutter_holds_and_the_parts_it_gave_count_every_row_once() {
+        let no_history = History::default();
+        let share = 20 * row_bytes(&commit(0), 384);
+        let mut cutter = Cutter::new(Vec::new(), RepoEdges::default(), &no_history, share, 384);
+        let (mut pushed, mut given, mut parts) = (0, 0, 0);
+        for n in 0..400 {
+            let row = commit(n);
+            pushed += row_bytes(&row, 384);
+            cutter.push(row);
+            for part in cutter.take_ready() {
+                assert_eq!(part.bytes, part.rows.iter().map(|r| row_bytes(r, 384)).sum::<u64>());
+                given += part.bytes;
+                parts += 1;
+            }
+            assert_eq!(cutter.holding() + given, pushed, "after row {n}");
+        }
+        let last: u64 = cutter.finish().iter().map(|p| p.bytes).sum();
+        assert_eq!(given + last, pushed);
+        assert!(parts > 5, "{parts} parts");
     }
 }

@@ -362,7 +362,9 @@ pub(crate) async fn crawl_one(
     let (mut rows, mut files, cursor, mut commits, web) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
-            let content = read_repo(dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
+            let summaries = git::SummaryCache::of(&opts.cache, dir);
+            let rules = plan.rules_of(repo);
+            let content = read_repo(dir, repo, web.as_deref(), &rules, Some(&summaries), |m| {
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
@@ -394,9 +396,12 @@ pub(crate) async fn crawl_one(
                 &opts.cache.join("repos").join(format!("{repo}.git")),
                 token,
             )?;
-            let mut content = read_repo(&dir, repo, web.as_deref(), &plan.rules_of(repo), |m| {
-                crawl.set_message(format!("reading {repo}: {m}"))
-            })?;
+            let summaries = git::SummaryCache::of(&opts.cache, &dir);
+            let rules = plan.rules_of(repo);
+            let mut content =
+                read_repo(&dir, repo, web.as_deref(), &rules, Some(&summaries), |m| {
+                    crawl.set_message(format!("reading {repo}: {m}"))
+                })?;
             if api.cursor.has_wiki {
                 let wiki_dir = opts.cache.join("repos").join(format!("{repo}.wiki.git"));
                 match github::clone_or_fetch(&github::wiki_url(&clone_url), &wiki_dir, token) {
@@ -454,8 +459,10 @@ pub(crate) struct SegmentInput {
 /// are read from git one commit at a time ([`CommitRows::for_each_commit_rows`]), then the other
 /// rows follow in stream order, and each build segment goes out through the returned channel
 /// as soon as it is cut. The channel holds one segment, so the crawl runs at most one segment
-/// ahead of the embedding. The handle says whether the crawl ended well (and how many commits'
-/// diffs were not read): a receiver that stops early ends it.
+/// ahead of the embedding, and it waits while the rows it holds and those it handed on and not
+/// yet seen written pass `cut.in_flight` ([`budget::InFlight`]). The handle says whether the
+/// crawl ended well (and how many commits' diffs were not read): a receiver that stops early
+/// ends it.
 ///
 /// Where a build segment of `previous` (the repository's in the current snapshot) starts with a
 /// span of history rows whose key still holds ([`crate::spans`]), it is taken as it is and git
@@ -471,14 +478,20 @@ pub(crate) fn cut_stream(
     let repo = repo.to_string();
     let handle = tokio::task::spawn_blocking(move || {
         let Crawled { mut rows, commits, files, edges, .. } = crawled;
-        let CutOptions { share, dim, git_version } = cut;
+        let CutOptions { share, dim, git_version, in_flight } = cut;
         let keys = SpanKeys::new(&commits, share, dim, &git_version);
         let mut cutter = budget::Cutter::new(files, edges, commits.history(), share, dim)
             .with_spans(&keys, &previous);
+        let gate = budget::InFlight::new(in_flight);
         let mut open = true;
+        // Hands on the parts cut, then waits while the rows held here and those handed on
+        // pass what may be in flight.
         let mut send = |cutter: &mut budget::Cutter| {
             for part in cutter.take_ready() {
-                open = open && tx.blocking_send(part).is_ok();
+                open = open && tx.blocking_send(gate.hand_on(part)).is_ok();
+            }
+            if open {
+                gate.wait_for_room(cutter.holding());
             }
             open
         };
@@ -549,7 +562,7 @@ pub(crate) fn cut_stream(
             }
         }
         for part in cutter.finish() {
-            if tx.blocking_send(part).is_err() {
+            if tx.blocking_send(gate.hand_on(part)).is_err() {
                 break;
             }
         }
@@ -559,11 +572,26 @@ pub(crate) fn cut_stream(
 }
 
 /// How [`cut_stream`] cuts a repository: build segments of `share` bytes with vectors of `dim`
-/// dimensions; `git_version` is what `git --version` says (part of a history span's key).
+/// dimensions; `git_version` is what `git --version` says (part of a history span's key). The
+/// build segments being cut and those not yet written hold at most `in_flight` bytes of row
+/// data together ([`budget::InFlight`]).
 pub(crate) struct CutOptions {
     pub(crate) share: u64,
     pub(crate) dim: usize,
     pub(crate) git_version: String,
+    pub(crate) in_flight: u64,
+}
+
+impl CutOptions {
+    /// The cut a build under `budget` makes of rows with vectors of `dim` dimensions.
+    pub(crate) fn new(budget: MemoryBudget, dim: usize, git_version: String) -> CutOptions {
+        CutOptions {
+            share: budget.segment_bytes(),
+            dim,
+            git_version,
+            in_flight: budget.in_flight_bytes(),
+        }
+    }
 }
 
 impl SegmentInput {
@@ -617,7 +645,10 @@ pub(crate) async fn embed_one(
         let Some(part) = parts.recv().await else { break };
         report.crawl_seconds += t.elapsed().as_secs_f64();
         let k = entries.len();
-        let budget::Part { mut rows, mut files, mut edges, reused, history } = part;
+        // `_handed` gives the part's row data back to the cut when this turn ends.
+        let budget::Part {
+            mut rows, mut files, mut edges, reused, history, handed: _handed, ..
+        } = part;
         if let Some(entry) = reused {
             // Found again by its history span: its rows were not read.
             report.segments_unchanged += 1;
@@ -937,11 +968,7 @@ pub async fn build_with(
             cursors.push((repo.clone(), cursor));
         }
         // The history is read while the build segments cut from it are embedded and written.
-        let cut = CutOptions {
-            share: opts.memory_budget.segment_bytes(),
-            dim: model.dim,
-            git_version: git_version.clone(),
-        };
+        let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());
         let prev_segments = SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model);
         let (parts, crawling) = cut_stream(c, cut, prev_segments.clone(), crawl.clone(), repo);
         let written = embed_one(

@@ -268,8 +268,9 @@ const FUNCNAME_ATTRIBUTES: &str = "\
 /// What a `git log` pass reads.
 pub(crate) enum Log<'a> {
     /// Every commit reachable from any branch or tag, newest first, with the paths it changed
-    /// but no diff: the compact pass a build reads the history with first.
-    Summaries,
+    /// but no diff: the compact pass a build reads the history with first. With a cache, the
+    /// chunks of commits it read before are read from there ([`SummaryCache`]).
+    Summaries(Option<&'a SummaryCache>),
     /// These commits, in this order, each with its diff.
     Patches(Box<dyn Iterator<Item = String> + 'a>),
 }
@@ -281,6 +282,70 @@ pub(crate) enum Log<'a> {
 /// indexer for the whole second pass; 4,096 at a time, about 33 MiB, no slower
 /// (docs/performance.md, "git's own memory").
 const LOG_CHUNK: usize = 4096;
+
+/// Where the first pass keeps what `git log --name-only` wrote for each chunk of commits, to
+/// read it again rather than ask git: a commit's summary and paths never change, and listing a
+/// commit's paths is git's work (a tree diff for every commit, ~5 s of a delta of a
+/// 400k-commit history on 2 cores). A file a chunk, named by a hash of what it was asked for
+/// (the chunk's SHAs in order, git's version and the pass's arguments), written whole before
+/// it is named; a complete pass removes the chunks it did not use. Chunks are counted from the
+/// oldest commit, so new commits (listed first) change only the newest chunk's name.
+#[derive(Debug, Clone)]
+pub(crate) struct SummaryCache {
+    dir: PathBuf,
+}
+
+impl SummaryCache {
+    /// The cache of the repository at `repo_dir` under `root` (the indexer's cache directory):
+    /// `root/first-pass/<a hash of the repository's path>`. Never inside the repository (a
+    /// local source is the user's).
+    pub(crate) fn of(root: &Path, repo_dir: &Path) -> SummaryCache {
+        use sha2::Digest as _;
+        let path = std::fs::canonicalize(repo_dir).unwrap_or_else(|_| repo_dir.to_path_buf());
+        let hash = hex::encode(sha2::Sha256::digest(path.to_string_lossy().as_bytes()));
+        SummaryCache { dir: root.join("first-pass").join(&hash[..32]) }
+    }
+
+    /// The file of the chunk `request` (its SHAs, a line each) asked with `salt` (git's version
+    /// and the pass's arguments).
+    fn path(&self, salt: &str, request: &str) -> PathBuf {
+        use sha2::Digest as _;
+        let key = sha2::Sha256::new().chain_update(salt).chain_update("\n").chain_update(request);
+        self.dir.join(format!("{}.log", hex::encode(key.finalize())))
+    }
+
+    /// The chunk's records when the cache holds them: a file whose records are exactly the
+    /// chunk's commits, in its order (anything else is removed and read from git again).
+    fn open(&self, path: &Path, request: &str) -> Option<std::fs::File> {
+        use std::io::Seek as _;
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut wanted = request.lines();
+        let mut same = true;
+        let read = each_record(BufReader::new(&file), |raw| {
+            let sha = raw.split(|&b| b == FIELD as u8).next().unwrap_or_default();
+            same = wanted.next().is_some_and(|w| w.as_bytes() == sha.trim_ascii());
+            same
+        });
+        if matches!(read, Ok(false)) && same && wanted.next().is_none() && file.rewind().is_ok() {
+            return Some(file);
+        }
+        let file = path.display();
+        tracing::warn!(%file, "a first-pass cache file does not hold its commits: git is asked");
+        let _ = std::fs::remove_file(path);
+        None
+    }
+
+    /// Removes the chunk files a complete pass did not use (`used`).
+    fn keep_only(&self, used: &std::collections::HashSet<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "log") && !used.contains(&path) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
 
 /// Writes `request` to a child's stdin from a thread of its own, so the child never waits on a
 /// full output pipe while this thread still writes; stdin closes when the request is written.
@@ -325,9 +390,9 @@ fn for_each_commit_in_chunks(
     each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     match log {
-        Log::Summaries => {
+        Log::Summaries(cache) => {
             let listed = rev_list(dir)?;
-            log_ahead(dir, listed.iter(), chunk, at_once, each)
+            log_ahead(dir, listed.iter(), chunk, at_once, cache, each)
         }
         Log::Patches(shas) => log_in_chunks(dir, shas, "-p", chunk, each),
     }
@@ -402,29 +467,44 @@ fn log_in_chunks(
 /// about 1.6 MB for 4,096 commits of the 400k-commit history).
 struct Ahead {
     child: std::process::Child,
-    out: std::fs::File,
+    /// Named, so that a cached chunk is kept by renaming it ([`SummaryCache`]).
+    out: Option<tempfile::NamedTempFile>,
     err: std::fs::File,
 }
 
 impl Ahead {
+    /// `git log` of `request`, its output in a temporary file in `out_dir` (the cache's
+    /// directory, to be renamed there) or the system's.
     fn spawn(
         dir: &Path,
         attributes: &Path,
         args: &[&str],
         request: &str,
+        out_dir: Option<&Path>,
     ) -> std::io::Result<Ahead> {
         use std::io::{Seek as _, SeekFrom};
         let mut input = tempfile::tempfile()?;
         input.write_all(request.as_bytes())?;
         input.seek(SeekFrom::Start(0))?;
-        let (out, err) = (tempfile::tempfile()?, tempfile::tempfile()?);
+        let out = match out_dir {
+            Some(d) => tempfile::NamedTempFile::new_in(d)?,
+            None => tempfile::NamedTempFile::new()?,
+        };
+        let err = tempfile::tempfile()?;
         let child = log_command(dir, attributes, args)
             .stdin(input)
-            .stdout(out.try_clone()?)
+            .stdout(out.as_file().try_clone()?)
             .stderr(err.try_clone()?)
             .spawn()?;
-        Ok(Ahead { child, out, err })
+        Ok(Ahead { child, out: Some(out), err })
     }
+}
+
+/// A chunk of the first pass: read from the cache, or git running ahead (to be cached at
+/// `keep` when it ends well).
+enum Pending {
+    Cached(std::fs::File),
+    Running { git: Ahead, keep: Option<PathBuf> },
 }
 
 impl Drop for Ahead {
@@ -440,39 +520,85 @@ impl Drop for Ahead {
 /// order, so `each` sees the commits as one process would give them. On 2 cores the
 /// 400k-commit history's paths took 4.8 s so against 9.9 one process at a time
 /// (docs/performance.md, "The first pass on every core").
+///
+/// With a `cache`, a chunk it holds is read from there and git is not asked for it; the
+/// others are kept there as git writes them ([`SummaryCache`]). The chunks are counted from
+/// the oldest commit: the first (newest) one takes what is left over.
 fn log_ahead(
     dir: &Path,
-    shas: impl Iterator<Item = impl AsRef<str>>,
+    shas: impl ExactSizeIterator<Item = impl AsRef<str>>,
     chunk: usize,
     at_once: usize,
+    cache: Option<&SummaryCache>,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     let args = log_args("--name-only");
     let attributes = funcname_attributes(dir)?;
     let spawn_error = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
+    let chunk = chunk.max(1);
+    let mut first = match shas.len() % chunk {
+        0 => chunk,
+        n => n,
+    };
+    let cache = cache.filter(|c| std::fs::create_dir_all(&c.dir).is_ok());
+    let salt = match cache {
+        Some(_) => format!("{}\n{}", version()?, args.join(" ")),
+        None => String::new(),
+    };
+    let mut used = std::collections::HashSet::new();
     let mut shas = shas.peekable();
-    let mut running = std::collections::VecDeque::new();
+    let mut pending = std::collections::VecDeque::new();
     loop {
-        while running.len() < at_once.max(1) && shas.peek().is_some() {
-            let request = next_request(&mut shas, chunk);
-            running.push_back(
-                Ahead::spawn(dir, attributes.path(), &args, &request).map_err(spawn_error)?,
-            );
+        while pending.len() < at_once.max(1) && shas.peek().is_some() {
+            let request = next_request(&mut shas, std::mem::replace(&mut first, chunk));
+            let path = cache.map(|c| c.path(&salt, &request));
+            if let (Some(c), Some(path)) = (cache, &path) {
+                used.insert(path.clone());
+                if let Some(file) = c.open(path, &request) {
+                    pending.push_back(Pending::Cached(file));
+                    continue;
+                }
+            }
+            let out_dir = cache.map(|c| c.dir.as_path());
+            let git = Ahead::spawn(dir, attributes.path(), &args, &request, out_dir)
+                .map_err(spawn_error)?;
+            pending.push_back(Pending::Running { git, keep: path });
         }
-        let Some(mut next) = running.pop_front() else { return Ok(()) };
-        let status = next.child.wait().map_err(spawn_error)?;
-        if !status.success() {
-            let mut stderr = String::new();
-            let _ = std::io::Seek::rewind(&mut next.err);
-            let _ = next.err.read_to_string(&mut stderr);
-            return Err(GitError::Failed {
-                dir: dir.to_path_buf(),
-                args: args.join(" "),
-                stderr: stderr.trim().to_string(),
-            });
-        }
-        std::io::Seek::rewind(&mut next.out).map_err(spawn_error)?;
-        let stopped = each_record(BufReader::with_capacity(1 << 20, &next.out), |raw| {
+        let out = match pending.pop_front() {
+            None => {
+                if let Some(c) = cache {
+                    c.keep_only(&used);
+                }
+                return Ok(());
+            }
+            Some(Pending::Cached(file)) => file,
+            Some(Pending::Running { mut git, keep }) => {
+                let status = git.child.wait().map_err(spawn_error)?;
+                if !status.success() {
+                    let mut stderr = String::new();
+                    let _ = std::io::Seek::rewind(&mut git.err);
+                    let _ = git.err.read_to_string(&mut stderr);
+                    return Err(GitError::Failed {
+                        dir: dir.to_path_buf(),
+                        args: args.join(" "),
+                        stderr: stderr.trim().to_string(),
+                    });
+                }
+                let out = git.out.take().expect("taken once");
+                let mut file = match keep {
+                    // Renamed whole once git has written it: a cache file is never partial.
+                    Some(path) => out.persist(&path).unwrap_or_else(|e| {
+                        let (file, error) = (path.display(), &e.error);
+                        tracing::warn!(%file, %error, "a first-pass chunk could not be cached");
+                        e.file.into_file()
+                    }),
+                    None => out.into_file(),
+                };
+                std::io::Seek::rewind(&mut file).map_err(spawn_error)?;
+                file
+            }
+        };
+        let stopped = each_record(BufReader::with_capacity(1 << 20, &out), |raw| {
             parse_record(raw, false).is_none_or(&mut each)
         })
         .map_err(spawn_error)?;
@@ -690,6 +816,87 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_first_pass_reads_again_the_chunks_it_cached_and_asks_git_for_the_new_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = &tmp.path().join("repo");
+        std::fs::create_dir(d).unwrap();
+        git_ok(d, &["init", "-q", "-b", "main"]);
+        let commit = |n: usize| {
+            std::fs::write(d.join(format!("f{}.rs", n % 3)), format!("// {n}\n")).unwrap();
+            git_ok(d, &["add", "-A"]);
+            git_ok(d, &["commit", "-q", "-m", &format!("commit {n}")]);
+        };
+        (0..7).for_each(commit);
+        let cache = SummaryCache { dir: tmp.path().join("cache") };
+        let summaries = |cache: Option<&SummaryCache>| {
+            let mut commits = Vec::new();
+            for_each_commit_in_chunks(d, Log::Summaries(cache), 2, 2, |c| {
+                commits.push(c);
+                true
+            })
+            .unwrap();
+            commits
+        };
+        let files = || {
+            let mut names: Vec<String> = std::fs::read_dir(&cache.dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let uncached = summaries(None);
+        assert_eq!(summaries(Some(&cache)), uncached);
+        // 7 commits in chunks of 2 counted from the oldest: 1 + 2 + 2 + 2, a file each.
+        let first = files();
+        assert_eq!(first.len(), 4, "{first:?}");
+        assert!(first.iter().all(|f| f.ends_with(".log")), "no temporary file is left");
+        // A chunk the cache holds is read from it: a message changed there (the same
+        // commits) is what the pass gives.
+        let oldest_chunk = first
+            .iter()
+            .map(|f| cache.dir.join(f))
+            .find(|p| std::fs::read_to_string(p).unwrap().contains("commit 0"))
+            .unwrap();
+        let kept = std::fs::read_to_string(&oldest_chunk).unwrap();
+        std::fs::write(&oldest_chunk, kept.replace("commit 0", "commit zero")).unwrap();
+        let read = summaries(Some(&cache));
+        assert_eq!(read.last().unwrap().message.trim(), "commit zero");
+        assert_eq!(files(), first);
+        std::fs::write(&oldest_chunk, &kept).unwrap();
+        // A new commit changes only the newest chunk: the others keep their files, and the
+        // one no longer asked for is removed.
+        commit(7);
+        let uncached = summaries(None);
+        assert_eq!(uncached.len(), 8);
+        assert_eq!(summaries(Some(&cache)), uncached);
+        let second = files();
+        assert_eq!(second.len(), 4, "{second:?}");
+        assert_eq!(second.iter().filter(|f| first.contains(f)).count(), 3, "{first:?} {second:?}");
+        // A file that does not hold its chunk's commits is read from git again and replaced.
+        for f in &second {
+            std::fs::write(
+                cache.dir.join(f),
+                "\u{1e}0123456789012345678901234567890123456789\u{1f}",
+            )
+            .unwrap();
+        }
+        assert_eq!(summaries(Some(&cache)), uncached);
+        assert_eq!(files(), second);
+        assert_eq!(summaries(Some(&cache)), uncached);
+        // A pass stopped early removes nothing; a complete one removes what it did not use.
+        git_ok(d, &["commit", "-q", "--amend", "-m", "commit 7, amended"]);
+        for_each_commit_in_chunks(d, Log::Summaries(Some(&cache)), 2, 2, |_| false).unwrap();
+        let stopped = files();
+        assert_eq!(stopped.len(), 5, "{stopped:?}");
+        assert!(second.iter().all(|f| stopped.contains(f)), "{second:?} {stopped:?}");
+        assert_eq!(summaries(Some(&cache)), summaries(None));
+        let complete = files();
+        assert_eq!(complete.len(), 4, "{complete:?}");
+        assert_eq!(complete.iter().filter(|f| second.contains(f)).count(), 3);
+    }
+
+    #[test]
     fn commits_read_from_several_git_processes_equal_one_read_of_them_all() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
@@ -715,7 +922,7 @@ pub(crate) mod tests {
         commit("the last: a file removed");
         let summaries = |chunk: usize, at_once: usize| {
             let mut commits = Vec::new();
-            for_each_commit_in_chunks(d, Log::Summaries, chunk, at_once, |c| {
+            for_each_commit_in_chunks(d, Log::Summaries(None), chunk, at_once, |c| {
                 commits.push(c);
                 true
             })
@@ -732,7 +939,7 @@ pub(crate) mod tests {
         }
         // Stopping early in the first pass stops the processes running ahead.
         let mut seen = 0;
-        for_each_commit_in_chunks(d, Log::Summaries, 1, 4, |_| {
+        for_each_commit_in_chunks(d, Log::Summaries(None), 1, 4, |_| {
             seen += 1;
             seen < 2
         })
@@ -771,7 +978,7 @@ pub(crate) mod tests {
         let bad = "0123456789abcdef0123456789abcdef01234567".to_string();
         let asked = [shas[0].clone(), shas[1].clone(), bad.clone(), shas[2].clone()];
         let mut before = 0;
-        let err = log_ahead(d, asked.iter(), 1, 4, |_| {
+        let err = log_ahead(d, asked.iter(), 1, 4, None, |_| {
             before += 1;
             true
         })
@@ -782,7 +989,7 @@ pub(crate) mod tests {
         let empty = tempfile::tempdir().unwrap();
         git_ok(empty.path(), &["init", "-q"]);
         let mut any = false;
-        for_each_commit(empty.path(), Log::Summaries, |_| {
+        for_each_commit(empty.path(), Log::Summaries(None), |_| {
             any = true;
             true
         })
@@ -861,7 +1068,7 @@ pub(crate) mod tests {
             git_ok(d, &["commit", "-q", "-m", &format!("add {i}")]);
         }
         let mut summaries = Vec::new();
-        for_each_commit(d, Log::Summaries, |c| {
+        for_each_commit(d, Log::Summaries(None), |c| {
             summaries.push(c);
             true
         })

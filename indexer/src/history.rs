@@ -140,7 +140,7 @@ impl Shas {
     }
 
     /// Every SHA, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = Sha<'_>> {
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = Sha<'_>> {
         (0..self.len()).map(|i| self.get(i))
     }
 

@@ -51,12 +51,13 @@ pub(crate) fn read_repo(
     repo: &str,
     web: Option<&str>,
     rules: &RepoRules,
+    summaries: Option<&git::SummaryCache>,
     mut progress: impl FnMut(&str),
 ) -> Result<RepoContent, GitError> {
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     let mut history = History::default();
-    git::for_each_commit(dir, git::Log::Summaries, |c| {
+    git::for_each_commit(dir, git::Log::Summaries(summaries), |c| {
         note_changes(&mut last_change, &c);
         history.push(&c);
         if history.len().is_multiple_of(1000) {
@@ -291,7 +292,7 @@ pub(crate) fn read_wiki(
     web: Option<&str>,
 ) -> Result<RepoContent, GitError> {
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    git::for_each_commit(dir, git::Log::Summaries, |c| {
+    git::for_each_commit(dir, git::Log::Summaries(None), |c| {
         note_changes(&mut last_change, &c);
         true
     })?;

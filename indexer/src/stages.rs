@@ -136,11 +136,7 @@ async fn crawl_planned(
         };
         let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
         let cursor = c.cursor.take();
-        let cut = CutOptions {
-            share: opts.memory_budget.segment_bytes(),
-            dim: model.dim,
-            git_version: git_version.clone(),
-        };
+        let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());
         let previous = SegmentInput::prev_segments(plan.prev.as_ref(), repo, model);
         let (mut cuts, crawling) = cut_stream(c, cut, previous, spinner.clone(), repo);
         let mut parts = Vec::new();
@@ -184,7 +180,7 @@ async fn stage_part(
     k: usize,
     part: Part,
 ) -> anyhow::Result<StagedPart> {
-    let Part { mut rows, files, mut edges, reused, history } = part;
+    let Part { mut rows, files, mut edges, reused, history, .. } = part;
     if let Some(entry) = reused {
         return Ok(StagedPart::Reused(entry));
     }
@@ -219,7 +215,14 @@ async fn staged_part(
         StagedPart::Reused(entry) => {
             let history = entry.history.clone();
             let (rows, files, edges) = (Vec::new(), Vec::new(), Vec::new());
-            return Ok(Part { rows, files, edges, reused: Some(entry), history });
+            return Ok(Part {
+                rows,
+                files,
+                edges,
+                reused: Some(entry),
+                history,
+                ..Part::default()
+            });
         }
         StagedPart::Rows { history } => history,
     };
@@ -237,7 +240,7 @@ async fn staged_part(
     let files = read_files(&dir.join(FILES_PARQUET))?;
     let edges = read_edges(&dir.join(EDGES_PARQUET))?;
     std::fs::remove_dir_all(&dir)?;
-    Ok(Part { rows, files, edges, reused: None, history })
+    Ok(Part { rows, files, edges, reused: None, history, ..Part::default() })
 }
 
 async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
