@@ -335,12 +335,20 @@ impl SummaryCache {
         None
     }
 
-    /// Removes the chunk files a complete pass did not use (`used`).
+    /// Removes the chunk files a complete pass did not use (`used`), and temporary files an
+    /// hour old (left by a build that was killed while git wrote them; a running build's are
+    /// newer).
     fn keep_only(&self, used: &std::collections::HashSet<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let hour_old = |e: &std::fs::DirEntry| {
+            let age = e.metadata().and_then(|m| m.modified()).map(|t| t.elapsed());
+            matches!(age, Ok(Ok(age)) if age.as_secs() > 3600)
+        };
         for e in entries.flatten() {
             let path = e.path();
-            if path.extension().is_some_and(|x| x == "log") && !used.contains(&path) {
+            let chunk = path.extension().is_some_and(|x| x == "log");
+            let temporary = e.file_name().to_string_lossy().starts_with(".tmp");
+            if (chunk && !used.contains(&path)) || (temporary && hour_old(&e)) {
                 let _ = std::fs::remove_file(&path);
             }
         }
@@ -894,6 +902,20 @@ pub(crate) mod tests {
         let complete = files();
         assert_eq!(complete.len(), 4, "{complete:?}");
         assert_eq!(complete.iter().filter(|f| second.contains(f)).count(), 3);
+        // What a killed build left while git wrote a chunk goes once it is an hour old.
+        let (stale, fresh) = (cache.dir.join(".tmpSTALE"), cache.dir.join(".tmpFRESH"));
+        for t in [&stale, &fresh] {
+            std::fs::write(t, "partial").unwrap();
+        }
+        let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+        assert_eq!(summaries(Some(&cache)), summaries(None));
+        assert!(!stale.exists() && fresh.exists());
     }
 
     #[test]
