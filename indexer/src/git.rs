@@ -470,9 +470,10 @@ fn log_in_chunks(
 }
 
 /// One `git log` of the first pass, run ahead of its turn: its stdin, stdout and stderr are
-/// files of their own (unnamed, in the temporary directory), so it runs to its end whenever
-/// it is read and holds no memory of the indexer's while it waits (a chunk's records are
-/// about 1.6 MB for 4,096 commits of the 400k-commit history).
+/// files of their own (its stdout named, in the cache's directory when there is one, so that
+/// it can be kept: [`SummaryCache`]), so it runs to its end whenever it is read and holds no
+/// memory of the indexer's while it waits (a chunk's records are about 1.6 MB for 4,096
+/// commits of the 400k-commit history).
 struct Ahead {
     child: std::process::Child,
     /// Named, so that a cached chunk is kept by renaming it ([`SummaryCache`]).
