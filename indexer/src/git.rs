@@ -470,14 +470,16 @@ fn log_in_chunks(
 }
 
 /// One `git log` of the first pass, run ahead of its turn: its stdin, stdout and stderr are
-/// files of their own (its stdout named, in the cache's directory when there is one, so that
-/// it can be kept: [`SummaryCache`]), so it runs to its end whenever it is read and holds no
-/// memory of the indexer's while it waits (a chunk's records are about 1.6 MB for 4,096
-/// commits of the 400k-commit history).
+/// files of their own (unnamed, in the temporary directory; its stdout named, in the cache's
+/// directory, when it is to be kept: [`SummaryCache`]), so it runs to its end whenever it is
+/// read and holds no memory of the indexer's while it waits (a chunk's records are about 1.6
+/// MB for 4,096 commits of the 400k-commit history).
 struct Ahead {
     child: std::process::Child,
-    /// Named, so that a cached chunk is kept by renaming it ([`SummaryCache`]).
-    out: Option<tempfile::NamedTempFile>,
+    out: std::fs::File,
+    /// `out`'s name in the cache's directory, when it is to be kept by renaming it
+    /// ([`SummaryCache`]); removed when dropped unless it was.
+    named: Option<tempfile::TempPath>,
     err: std::fs::File,
 }
 
@@ -495,17 +497,20 @@ impl Ahead {
         let mut input = tempfile::tempfile()?;
         input.write_all(request.as_bytes())?;
         input.seek(SeekFrom::Start(0))?;
-        let out = match out_dir {
-            Some(d) => tempfile::NamedTempFile::new_in(d)?,
-            None => tempfile::NamedTempFile::new()?,
+        let (out, named) = match out_dir {
+            Some(d) => {
+                let (out, named) = tempfile::NamedTempFile::new_in(d)?.into_parts();
+                (out, Some(named))
+            }
+            None => (tempfile::tempfile()?, None),
         };
         let err = tempfile::tempfile()?;
         let child = log_command(dir, attributes, args)
             .stdin(input)
-            .stdout(out.as_file().try_clone()?)
+            .stdout(out.try_clone()?)
             .stderr(err.try_clone()?)
             .spawn()?;
-        Ok(Ahead { child, out: Some(out), err })
+        Ok(Ahead { child, out, named, err })
     }
 }
 
@@ -593,16 +598,14 @@ fn log_ahead(
                         stderr: stderr.trim().to_string(),
                     });
                 }
-                let out = git.out.take().expect("taken once");
-                let mut file = match keep {
-                    // Renamed whole once git has written it: a cache file is never partial.
-                    Some(path) => out.persist(&path).unwrap_or_else(|e| {
-                        let (file, error) = (path.display(), &e.error);
-                        tracing::warn!(%file, %error, "a first-pass chunk could not be cached");
-                        e.file.into_file()
-                    }),
-                    None => out.into_file(),
-                };
+                // Renamed whole once git has written it: a cache file is never partial.
+                if let (Some(named), Some(path)) = (git.named.take(), keep)
+                    && let Err(e) = named.persist(&path)
+                {
+                    let (file, error) = (path.display(), &e.error);
+                    tracing::warn!(%file, %error, "a first-pass chunk could not be cached");
+                }
+                let mut file = git.out.try_clone().map_err(spawn_error)?;
                 std::io::Seek::rewind(&mut file).map_err(spawn_error)?;
                 file
             }
@@ -893,6 +896,17 @@ pub(crate) mod tests {
         assert_eq!(summaries(Some(&cache)), uncached);
         assert_eq!(files(), second);
         assert_eq!(summaries(Some(&cache)), uncached);
+        // So is one cut short (its last record lost).
+        let whole: Vec<(String, Vec<u8>)> =
+            second.iter().map(|f| (f.clone(), std::fs::read(cache.dir.join(f)).unwrap())).collect();
+        for (f, bytes) in &whole {
+            let last = bytes.iter().rposition(|&b| b == RECORD).unwrap();
+            std::fs::write(cache.dir.join(f), &bytes[..last]).unwrap();
+        }
+        assert_eq!(summaries(Some(&cache)), uncached);
+        for (f, bytes) in &whole {
+            assert_eq!(&std::fs::read(cache.dir.join(f)).unwrap(), bytes, "{f} written again");
+        }
         // A pass stopped early removes nothing; a complete one removes what it did not use.
         git_ok(d, &["commit", "-q", "--amend", "-m", "commit 7, amended"]);
         for_each_commit_in_chunks(d, Log::Summaries(Some(&cache)), 2, 2, |_| false).unwrap();
