@@ -433,7 +433,14 @@ impl<'h> Cutter<'h> {
         if let Some(edges) = self.edges.remove(row.entity.as_str()) {
             self.open.edges.extend(edges);
         }
-        if let Some(edge) = self.commit_edges.take(self.history, &row.entity) {
+        // A history row's commit is known by its place; another row's by its entity.
+        let edge = match at {
+            Some(at) => {
+                self.commit_edges.take_commit(self.history, self.history.in_cut_order(at.commit))
+            }
+            None => self.commit_edges.take(self.history, &row.entity),
+        };
+        if let Some(edge) = edge {
             self.open.edges.push(edge);
         }
         let boundary = boundary_after(&row.id, b, self.share);

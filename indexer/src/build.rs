@@ -511,43 +511,45 @@ pub(crate) fn cut_stream(
                 break;
             }
             let (start, mut jump) = (at, None);
-            commits
-                .for_each_commit_rows(
-                    start.0,
-                    |place, all| {
-                        let skipped = place - read.get();
-                        progress.set_message(format!(
-                            "reading {repo}: {place} of {all} commits ({skipped} of them in build \
+            let read_rows = commits.for_each_commit_rows(
+                start.0,
+                |place, all| {
+                    let skipped = place - read.get();
+                    progress.set_message(format!(
+                        "reading {repo}: {place} of {all} commits ({skipped} of them in build \
                              segments reused as they were)"
-                        ))
-                    },
-                    |commit, rows| {
-                        if last_read.replace(Some(commit)) != Some(commit) {
-                            read.set(read.get() + 1);
+                    ))
+                },
+                |commit, rows| {
+                    if last_read.replace(Some(commit)) != Some(commit) {
+                        read.set(read.get() + 1);
+                    }
+                    let n = rows.len();
+                    for (i, row) in rows.into_iter().enumerate() {
+                        let i = i as u32;
+                        if commit == start.0 && i < start.1 {
+                            continue; // in the build segment reused before
                         }
-                        let n = rows.len();
-                        for (i, row) in rows.into_iter().enumerate() {
-                            let i = i as u32;
-                            if commit == start.0 && i < start.1 {
-                                continue; // in the build segment reused before
-                            }
-                            let last = i as usize + 1 == n;
-                            cutter.push_history(row, RowAt { commit, row: i, last });
-                            if !send(&mut cutter) {
+                        let last = i as usize + 1 == n;
+                        cutter.push_history(row, RowAt { commit, row: i, last });
+                        if !send(&mut cutter) {
+                            return false;
+                        }
+                        if cutter.at_boundary() {
+                            let next = if last { (commit + 1, 0) } else { (commit, i + 1) };
+                            if let Some(after) = cutter.try_reuse(next) {
+                                jump = Some(after);
                                 return false;
                             }
-                            if cutter.at_boundary() {
-                                let next = if last { (commit + 1, 0) } else { (commit, i + 1) };
-                                if let Some(after) = cutter.try_reuse(next) {
-                                    jump = Some(after);
-                                    return false;
-                                }
-                            }
                         }
-                        true
-                    },
-                )
-                .with_context(|| format!("reading the history of {repo}"))?;
+                    }
+                    true
+                },
+            );
+            // A failed read of the spilled history gave answers that were not its own: that is
+            // the cause of whatever followed.
+            spill_check(&commits, &repo)?;
+            read_rows.with_context(|| format!("reading the history of {repo}"))?;
             match jump {
                 Some(after) => at = after,
                 None => break,
@@ -561,7 +563,9 @@ pub(crate) fn cut_stream(
                 break;
             }
         }
-        for part in cutter.finish() {
+        let last = cutter.finish();
+        spill_check(&commits, &repo)?;
+        for part in last {
             if tx.blocking_send(gate.hand_on(part)).is_err() {
                 break;
             }
@@ -569,6 +573,15 @@ pub(crate) fn cut_stream(
         Ok(skipped)
     });
     (rx, handle)
+}
+
+/// An error when a read of `commits`' spilled history failed
+/// ([`crate::history::History::spill`]).
+fn spill_check(commits: &CommitRows, repo: &str) -> anyhow::Result<()> {
+    match commits.history().spill_error() {
+        Some(e) => Err(anyhow::anyhow!("{e}")).context(format!("reading the history of {repo}")),
+        None => Ok(()),
+    }
 }
 
 /// How [`cut_stream`] cuts a repository: build segments of `share` bytes with vectors of `dim`

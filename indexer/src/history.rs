@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 
 use crate::git::Commit;
 use crate::local::clean_message;
+use crate::spill::{Numbers, Spilled};
 
 /// A commit's place in [`History`] (the order `git log` gave it: newest first).
 pub(crate) type CommitNo = u32;
@@ -78,6 +79,12 @@ pub(crate) enum Shas {
         bytes: Vec<u8>,
     },
     Text(Texts),
+    /// Packed as [`Shas::Packed`], in a temporary file once the second pass reads them one at
+    /// a time ([`History::spill`]).
+    Spilled {
+        digits: usize,
+        file: Spilled,
+    },
 }
 
 impl Default for Shas {
@@ -101,6 +108,7 @@ impl Shas {
             Shas::Packed { digits: 0, .. } => 0,
             Shas::Packed { digits, bytes } => bytes.len() / (digits / 2),
             Shas::Text(texts) => texts.ends.len(),
+            Shas::Spilled { file, .. } => file.len(),
         }
     }
 
@@ -113,7 +121,8 @@ impl Shas {
                 // `packs` let only hex digits of an even count through: this cannot fail.
                 let _ = hex::decode_to_slice(sha, &mut bytes[start..]);
             }
-            Shas::Packed { .. } => {
+            Shas::Text(texts) => texts.push(sha),
+            Shas::Packed { .. } | Shas::Spilled { .. } => {
                 let mut texts = Texts::default();
                 for kept in self.iter() {
                     texts.push(&kept);
@@ -121,7 +130,6 @@ impl Shas {
                 texts.push(sha);
                 *self = Shas::Text(texts);
             }
-            Shas::Text(texts) => texts.push(sha),
         }
     }
 
@@ -136,6 +144,14 @@ impl Shas {
                 Sha::Hex { digits: *digits, hex }
             }
             Shas::Text(texts) => Sha::Text(texts.get(i)),
+            Shas::Spilled { digits, file } => {
+                let mut bytes = [0u8; MAX_DIGITS / 2];
+                let width = file.width();
+                file.read(i, &mut bytes[..width]);
+                let mut hex = [0u8; MAX_DIGITS];
+                let _ = hex::encode_to_slice(&bytes[..width], &mut hex[..*digits]);
+                Sha::Hex { digits: *digits, hex }
+            }
         }
     }
 
@@ -152,6 +168,7 @@ impl Shas {
                 bytes[i * width..(i + 1) * width].cmp(&bytes[j * width..(j + 1) * width])
             }
             Shas::Text(texts) => texts.get(i).cmp(texts.get(j)),
+            Shas::Spilled { .. } => self.get(i).cmp(&self.get(j)),
         }
     }
 
@@ -159,6 +176,7 @@ impl Shas {
         match self {
             Shas::Packed { bytes, .. } => bytes.shrink_to_fit(),
             Shas::Text(texts) => texts.shrink_to_fit(),
+            Shas::Spilled { .. } => {}
         }
     }
 
@@ -166,6 +184,25 @@ impl Shas {
         match self {
             Shas::Packed { bytes, .. } => bytes.capacity(),
             Shas::Text(texts) => texts.heap_bytes(),
+            Shas::Spilled { .. } => crate::spill::BLOCK,
+        }
+    }
+
+    /// Packed SHAs into a temporary file (text ones, a test's names, stay).
+    fn spill(&mut self) -> std::io::Result<()> {
+        if let Shas::Packed { digits, bytes } = self
+            && *digits > 0
+        {
+            let file = Spilled::write(bytes, *digits / 2)?;
+            *self = Shas::Spilled { digits: *digits, file };
+        }
+        Ok(())
+    }
+
+    fn error(&self) -> Option<&str> {
+        match self {
+            Shas::Spilled { file, .. } => file.error(),
+            _ => None,
         }
     }
 }
@@ -290,7 +327,7 @@ fn may_hold_reference(line: &str) -> bool {
 pub(crate) struct History {
     shas: Shas,
     /// Commit numbers ordered by SHA (finding a commit, resolving an abbreviated SHA).
-    by_sha: Vec<CommitNo>,
+    by_sha: Numbers,
     /// Parent SHAs as read, until [`History::finish`] turns them into `parents`.
     parent_shas: Shas,
     parent_counts: Vec<u32>,
@@ -305,10 +342,10 @@ pub(crate) struct History {
     kept: Kept,
     /// Seconds, [`NO_TIME`] for none.
     committed_at: Vec<i64>,
+    /// Until [`History::finish`] makes `order` from them.
     authored_at: Vec<i64>,
-    /// The second pass's order ([`History::cut_order`]), once [`History::keep_what_rows_read`]
-    /// has made it from the author times and dropped them.
-    order: Vec<CommitNo>,
+    /// The second pass's order ([`History::in_cut_order`]): by author time, then SHA.
+    order: Numbers,
     files: Lists,
     paths: Vec<Arc<str>>,
     path_numbers: HashMap<Arc<str>, u32>,
@@ -354,7 +391,7 @@ impl History {
         let n = CommitNo::try_from(self.len()).expect("fewer than 2^32 commits");
         let mut by_sha: Vec<CommitNo> = (0..n).collect();
         by_sha.sort_unstable_by(|&a, &b| self.shas.cmp(a as usize, b as usize));
-        self.by_sha = by_sha;
+        self.by_sha = Numbers::Held(by_sha);
         let parent_shas = std::mem::take(&mut self.parent_shas);
         let mut at = 0;
         for &count in &std::mem::take(&mut self.parent_counts) {
@@ -370,7 +407,13 @@ impl History {
         self.messages.shrink_to_fit();
         self.other_titles.shrink_to_fit();
         self.committed_at.shrink_to_fit();
-        self.authored_at.shrink_to_fit();
+        let mut order: Vec<CommitNo> = self.commits().collect();
+        let time = |c: CommitNo| self.authored_at.get(c as usize).copied().unwrap_or(NO_TIME);
+        order.sort_unstable_by(|&a, &b| {
+            time(a).cmp(&time(b)).then_with(|| self.shas.cmp(a as usize, b as usize))
+        });
+        self.order = Numbers::Held(order);
+        self.authored_at = Vec::new();
         self.files.shrink_to_fit();
         self.paths.shrink_to_fit();
         // Paths are numbered as commits come; nothing looks one up after the last.
@@ -384,12 +427,12 @@ impl History {
         let path_map = self.path_numbers.capacity() * (size_of::<Arc<str>>() + size_of::<u32>());
         let titles: usize = self.other_titles.iter().map(|(_, t)| t.capacity() + 32).sum();
         self.shas.heap_bytes()
-            + self.by_sha.capacity() * size_of::<CommitNo>()
+            + self.by_sha.heap_bytes()
             + self.parents.heap_bytes()
             + self.messages.heap_bytes()
             + titles
             + (self.committed_at.capacity() + self.authored_at.capacity()) * size_of::<i64>()
-            + self.order.capacity() * size_of::<CommitNo>()
+            + self.order.heap_bytes()
             + self.files.heap_bytes()
             + self.paths.capacity() * size_of::<Arc<str>>()
             + paths
@@ -412,17 +455,17 @@ impl History {
 
     /// The commit whose full SHA is `sha`.
     pub(crate) fn find(&self, sha: &str) -> Option<CommitNo> {
-        let i = self.by_sha.partition_point(|&c| *self.sha(c) < *sha);
-        self.by_sha.get(i).copied().filter(|&c| *self.sha(c) == *sha)
+        let i = self.by_sha.partition_point(|c| *self.sha(c) < *sha);
+        self.by_sha.get(i).filter(|&c| *self.sha(c) == *sha)
     }
 
     /// The one commit whose SHA starts with `prefix` (any case), if exactly one does.
     pub(crate) fn resolve_prefix(&self, prefix: &str) -> Option<Sha<'_>> {
         let prefix = prefix.to_ascii_lowercase();
-        let i = self.by_sha.partition_point(|&c| *self.sha(c) < *prefix);
-        let first = self.by_sha.get(i).map(|&c| self.sha(c)).filter(|s| s.starts_with(&prefix))?;
+        let i = self.by_sha.partition_point(|c| *self.sha(c) < *prefix);
+        let first = self.by_sha.get(i).map(|c| self.sha(c)).filter(|s| s.starts_with(&prefix))?;
         let unique =
-            self.by_sha.get(i + 1).is_none_or(|&c| !self.sha(c).starts_with(prefix.as_str()));
+            self.by_sha.get(i + 1).is_none_or(|c| !self.sha(c).starts_with(prefix.as_str()));
         unique.then_some(first)
     }
 
@@ -490,17 +533,15 @@ impl History {
     }
 
     /// Drops what only edges read, once they are made, keeping what the second pass reads as
-    /// it makes rows: every SHA (a commit row's `shipped_in` edge finds its commit by it), the
-    /// author times (the second pass's order) and, where merge rows list what their branch
-    /// brought in (`mainline` is HEAD's first-parent chain, empty when there are none to make),
-    /// each commit's parents and the paths of commits off the mainline (a merge's walk stops at
-    /// the first mainline commit; [`History::keep_titles`] keeps their titles). Commit times go
-    /// either way; the author times once they have made the order. A history without merges
-    /// keeps ~28 bytes a commit, not ~100.
+    /// it makes rows: every SHA (a merge row finds its commit by it), the cut order and, where
+    /// merge rows list what their branch brought in (`mainline` is HEAD's first-parent chain,
+    /// empty when there are none to make), each commit's parents and the paths of commits off
+    /// the mainline (a merge's walk stops at the first mainline commit;
+    /// [`History::keep_titles`] keeps their titles). Commit times go either way. A history
+    /// without merges keeps ~28 bytes a commit, not ~100, and [`History::spill`] moves those
+    /// to temporary files.
     pub(crate) fn keep_what_rows_read(&mut self, mainline: &[bool]) {
         self.committed_at = Vec::new();
-        self.order = self.cut_order().into_owned();
-        self.authored_at = Vec::new();
         if mainline.is_empty() {
             self.parents = Lists::default();
             self.files = Lists::default();
@@ -549,18 +590,36 @@ impl History {
         on
     }
 
-    /// Every commit in the order a build cuts the history's rows (author time, then SHA:
-    /// [`crate::budget`]'s stream order): what the second pass asks git for.
-    pub(crate) fn cut_order(&self) -> std::borrow::Cow<'_, [CommitNo]> {
-        if !self.order.is_empty() {
-            return std::borrow::Cow::Borrowed(&self.order);
+    /// The commit at place `at` of the order a build cuts the history's rows in (author time,
+    /// then SHA: [`crate::budget`]'s stream order): what the second pass asks git for.
+    pub(crate) fn in_cut_order(&self, at: usize) -> CommitNo {
+        self.order.get(at).unwrap_or(ABSENT)
+    }
+
+    /// Every commit in the cut order ([`History::in_cut_order`]).
+    #[cfg(test)]
+    pub(crate) fn cut_order(&self) -> Vec<CommitNo> {
+        (0..self.order.len()).map(|at| self.in_cut_order(at)).collect()
+    }
+
+    /// Moves what the second pass reads of every commit one at a time into temporary files
+    /// ([`crate::spill`]), out of the build's memory: the SHAs, the cut order and the commits
+    /// by SHA (28 bytes a commit with SHA-1, all a history without merges keeps for the second
+    /// pass; 10.7 MiB at 400,000 commits). Where a file cannot be written they stay held and
+    /// the build goes on (a warning says why).
+    pub(crate) fn spill(&mut self) {
+        let spilled =
+            self.shas.spill().and_then(|()| self.by_sha.spill()).and_then(|()| self.order.spill());
+        if let Err(e) = spilled {
+            tracing::warn!(error = %e, "the history stays in memory: a temporary file failed");
         }
-        let mut order: Vec<CommitNo> = self.commits().collect();
-        order.sort_unstable_by(|&a, &b| {
-            let time = |c: CommitNo| self.authored_at.get(c as usize).copied().unwrap_or(NO_TIME);
-            time(a).cmp(&time(b)).then_with(|| self.shas.cmp(a as usize, b as usize))
-        });
-        std::borrow::Cow::Owned(order)
+    }
+
+    /// What a read of the spilled history ([`History::spill`]) failed with, if one did: its
+    /// answers were then not the history's, and the build must stop.
+    pub(crate) fn spill_error(&self) -> Option<String> {
+        let e = self.shas.error().or(self.by_sha.error()).or(self.order.error())?;
+        Some(format!("reading the history back from a temporary file: {e}"))
     }
 
     /// A history of `commits` (newest first) and `tags`.
@@ -673,9 +732,10 @@ mod tests {
         let message_bytes: usize = commits.iter().map(|c| c.message.len()).sum();
         let history = History::of(&commits, vec![]);
         let per_commit = history.heap_bytes() / n;
-        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + two
-        // times 16 + two paths 8 + their end 8 = ~114 bytes; the whole messages were ~250 more.
-        assert!(per_commit <= 130, "{per_commit} bytes a commit");
+        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + the
+        // commit time 8 + the cut order 4 + two paths 8 + their end 8 = ~110 bytes; the whole
+        // messages were ~250 more.
+        assert!(per_commit <= 125, "{per_commit} bytes a commit");
         assert!(history.heap_bytes() < message_bytes, "less than the messages alone");
         assert_eq!(
             history.title(history.find(&commits[5].sha).unwrap()),
@@ -690,6 +750,17 @@ mod tests {
         assert!(per_commit <= 30, "{per_commit} bytes a commit for the second pass");
         assert_eq!(history.find(&commits[7].sha), Some(7));
         assert_eq!(&*history.sha(7), commits[7].sha);
+        // Spilled, those 28 bytes are in temporary files: three blocks are held.
+        let order = history.cut_order();
+        history.spill();
+        assert!(matches!(history.shas, Shas::Spilled { .. }));
+        assert!(history.heap_bytes() <= 3 * crate::spill::BLOCK, "{}", history.heap_bytes());
+        assert_eq!(history.cut_order(), order);
+        for (i, c) in commits.iter().enumerate() {
+            assert_eq!(history.find(&c.sha), Some(i as CommitNo));
+            assert_eq!(&*history.sha(i as CommitNo), c.sha);
+        }
+        assert_eq!(history.spill_error(), None);
     }
 
     #[test]
@@ -721,12 +792,13 @@ mod tests {
             });
         }
         history.finish();
+        // Made once the log is read, the order outlives the author times.
+        assert!(history.authored_at.is_empty());
         let order: Vec<String> =
             history.cut_order().iter().map(|&c| history.sha(c).to_string()).collect();
         assert_eq!(order, ["dd", "cc", "aa", "bb"]);
-        // Made once for the second pass, the order outlives the author times.
         history.keep_what_rows_read(&[]);
-        assert!(history.authored_at.is_empty());
+        history.spill();
         let kept: Vec<String> =
             history.cut_order().iter().map(|&c| history.sha(c).to_string()).collect();
         assert_eq!(kept, order);
@@ -769,11 +841,19 @@ mod tests {
                 h.cut_order().iter().map(|&c| h.sha(c).to_string()).filter(|s| s != "not-hex").collect()
             };
             prop_assert_eq!(order(&packed), order(&text));
+            // And so do packed SHAs spilled to temporary files, as the second pass reads them.
+            let mut spilled = History::of(&commits(&shas), vec![]);
+            spilled.spill();
+            prop_assert!(matches!(spilled.shas, Shas::Spilled { .. }), "spilled");
+            prop_assert_eq!(order(&spilled), order(&text));
             let resolve = |h: &History, p: &str| h.resolve_prefix(p).map(|s| s.to_string());
             for (i, sha) in shas.iter().enumerate() {
                 let c = CommitNo::try_from(i).unwrap();
                 prop_assert_eq!(&*packed.sha(c), sha.as_str());
+                prop_assert_eq!(&*spilled.sha(c), sha.as_str());
                 prop_assert_eq!(packed.find(sha), text.find(sha));
+                prop_assert_eq!(spilled.find(sha), text.find(sha));
+                prop_assert_eq!(resolve(&spilled, &sha[..prefix_len]), resolve(&text, &sha[..prefix_len]));
                 let prefix = &sha[..prefix_len];
                 prop_assert_eq!(
                     resolve(&packed, prefix),

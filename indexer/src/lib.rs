@@ -18,6 +18,7 @@ mod markdown;
 mod progress;
 mod refs;
 mod spans;
+mod spill;
 mod stages;
 
 pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget, parse_size};

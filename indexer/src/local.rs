@@ -142,6 +142,7 @@ impl CommitRows {
         }
         self.history.tags = Vec::new();
         self.history.keep_what_rows_read(&self.mainline);
+        self.history.spill();
     }
 
     /// Whether the history has commit rows (edges name them as evidence).
@@ -154,7 +155,7 @@ impl CommitRows {
         self.links = links;
     }
 
-    /// Reads the rows of the commits in cut order ([`History::cut_order`]) from place `from`
+    /// Reads the rows of the commits in cut order ([`History::in_cut_order`]) from place `from`
     /// on, from git: each commit's kept rows, sorted by id, to `each` with the commit's place
     /// (it returns false to stop); `progress` hears (places read, commits in all).
     pub(crate) fn for_each_commit_rows(
@@ -170,8 +171,8 @@ impl CommitRows {
         }
         let web = self.web.as_deref();
         let (mut at, all) = (from, self.history.len());
-        let order = self.history.cut_order();
-        let shas = order.iter().skip(from).map(|c| self.history.sha(*c).to_string());
+        let history = &self.history;
+        let shas = (from..all).map(|at| history.sha(history.in_cut_order(at)).to_string());
         git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
             let mut rows = Vec::new();
             if wants_commits {

@@ -22,8 +22,6 @@
 //! segment as it is and asks git only for the commits after it. So a one-commit delta on a long
 //! history reads the diffs of the last build segment, not of every commit.
 
-use std::borrow::Cow;
-
 use hubdex_formats::{Edge, HistorySpan, RowType, sha256_hex};
 
 use crate::history::{CommitNo, Sha};
@@ -57,7 +55,6 @@ impl RowAt {
 /// What a repository's history spans are keyed by ([`HistorySpan::key`]).
 pub(crate) struct SpanKeys<'a> {
     commits: &'a CommitRows,
-    order: Cow<'a, [CommitNo]>,
     /// Everything the key holds that is the same for every span of the repository.
     salt: String,
 }
@@ -73,22 +70,22 @@ impl<'a> SpanKeys<'a> {
             env!("CARGO_PKG_VERSION"),
             commits.rules().history_identity(),
         );
-        SpanKeys { commits, order: commits.history().cut_order(), salt }
+        SpanKeys { commits, salt }
     }
 
     /// How many commits the history holds.
     pub(crate) fn len(&self) -> usize {
-        self.order.len()
+        self.commits.history().len()
     }
 
     /// The commit at place `at` of the cut order.
     pub(crate) fn commit(&self, at: usize) -> CommitNo {
-        self.order[at]
+        self.commits.history().in_cut_order(at)
     }
 
     /// The SHA of the commit at place `at` of the cut order.
     pub(crate) fn sha(&self, at: usize) -> Sha<'_> {
-        self.commits.history().sha(self.order[at])
+        self.commits.history().sha(self.commit(at))
     }
 
     /// Whether every commit has a row (a commit row): a span is reused only where a row is sure
