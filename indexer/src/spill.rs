@@ -67,6 +67,11 @@ impl Spilled {
     /// Copies record `i` (of [`Self::len`]) into `out` ([`Self::width`] bytes). A read that
     /// fails gives zeros and is kept for [`Self::error`].
     pub(crate) fn read(&self, i: usize, out: &mut [u8]) {
+        if i >= self.len {
+            self.failed.get_or_init(|| format!("record {i} of {} asked for", self.len));
+            out.fill(0);
+            return;
+        }
         let (at, width) = (i * self.width, self.width);
         let mut guard = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
         let Reader { file, start, block } = &mut *guard;
@@ -186,6 +191,10 @@ mod tests {
             assert_eq!(out, records[i], "record {i}");
         }
         assert_eq!(spilled.error(), None);
+        // A record past the end reads as zeros, and the error is kept for the cut to stop on.
+        spilled.read(1000, &mut out);
+        assert!(out.iter().all(|&b| b == 0));
+        assert!(spilled.error().is_some_and(|e| e.contains("record 1000 of 1000")));
     }
 
     #[test]
