@@ -300,9 +300,8 @@ impl SummaryCache {
     /// `root/first-pass/<a hash of the repository's path>`. Never inside the repository (a
     /// local source is the user's).
     pub(crate) fn of(root: &Path, repo_dir: &Path) -> SummaryCache {
-        use sha2::Digest as _;
         let path = std::fs::canonicalize(repo_dir).unwrap_or_else(|_| repo_dir.to_path_buf());
-        let hash = hex::encode(sha2::Sha256::digest(path.to_string_lossy().as_bytes()));
+        let hash = hubdex_formats::sha256_hex(path.to_string_lossy().as_bytes());
         SummaryCache { dir: root.join("first-pass").join(&hash[..32]) }
     }
 

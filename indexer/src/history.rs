@@ -81,10 +81,7 @@ pub(crate) enum Shas {
     Text(Texts),
     /// Packed as [`Shas::Packed`], in a temporary file once the second pass reads them one at
     /// a time ([`History::spill`]).
-    Spilled {
-        digits: usize,
-        file: Spilled,
-    },
+    Spilled(Spilled),
 }
 
 impl Default for Shas {
@@ -108,7 +105,7 @@ impl Shas {
             Shas::Packed { digits: 0, .. } => 0,
             Shas::Packed { digits, bytes } => bytes.len() / (digits / 2),
             Shas::Text(texts) => texts.ends.len(),
-            Shas::Spilled { file, .. } => file.len(),
+            Shas::Spilled(file) => file.len(),
         }
     }
 
@@ -122,7 +119,7 @@ impl Shas {
                 let _ = hex::decode_to_slice(sha, &mut bytes[start..]);
             }
             Shas::Text(texts) => texts.push(sha),
-            Shas::Packed { .. } | Shas::Spilled { .. } => {
+            Shas::Packed { .. } | Shas::Spilled(_) => {
                 let mut texts = Texts::default();
                 for kept in self.iter() {
                     texts.push(&kept);
@@ -137,20 +134,14 @@ impl Shas {
         match self {
             Shas::Packed { digits, bytes } => {
                 let width = digits / 2;
-                let mut hex = [0u8; MAX_DIGITS];
-                // Two lowercase digits a byte, into exactly twice the bytes: this cannot fail.
-                let _ =
-                    hex::encode_to_slice(&bytes[i * width..(i + 1) * width], &mut hex[..*digits]);
-                Sha::Hex { digits: *digits, hex }
+                Sha::unpack(&bytes[i * width..(i + 1) * width])
             }
             Shas::Text(texts) => Sha::Text(texts.get(i)),
-            Shas::Spilled { digits, file } => {
-                let mut bytes = [0u8; MAX_DIGITS / 2];
-                let width = file.width();
-                file.read(i, &mut bytes[..width]);
-                let mut hex = [0u8; MAX_DIGITS];
-                let _ = hex::encode_to_slice(&bytes[..width], &mut hex[..*digits]);
-                Sha::Hex { digits: *digits, hex }
+            Shas::Spilled(file) => {
+                let mut packed = [0u8; MAX_DIGITS / 2];
+                let packed = &mut packed[..file.width()];
+                file.read(i, packed);
+                Sha::unpack(packed)
             }
         }
     }
@@ -168,7 +159,7 @@ impl Shas {
                 bytes[i * width..(i + 1) * width].cmp(&bytes[j * width..(j + 1) * width])
             }
             Shas::Text(texts) => texts.get(i).cmp(texts.get(j)),
-            Shas::Spilled { .. } => self.get(i).cmp(&self.get(j)),
+            Shas::Spilled(_) => self.get(i).cmp(&self.get(j)),
         }
     }
 
@@ -176,7 +167,7 @@ impl Shas {
         match self {
             Shas::Packed { bytes, .. } => bytes.shrink_to_fit(),
             Shas::Text(texts) => texts.shrink_to_fit(),
-            Shas::Spilled { .. } => {}
+            Shas::Spilled(_) => {}
         }
     }
 
@@ -184,7 +175,7 @@ impl Shas {
         match self {
             Shas::Packed { bytes, .. } => bytes.capacity(),
             Shas::Text(texts) => texts.heap_bytes(),
-            Shas::Spilled { .. } => crate::spill::BLOCK,
+            Shas::Spilled(_) => crate::spill::BLOCK,
         }
     }
 
@@ -194,14 +185,14 @@ impl Shas {
             && *digits > 0
         {
             let file = Spilled::write(bytes, *digits / 2)?;
-            *self = Shas::Spilled { digits: *digits, file };
+            *self = Shas::Spilled(file);
         }
         Ok(())
     }
 
     fn error(&self) -> Option<&str> {
         match self {
-            Shas::Spilled { file, .. } => file.error(),
+            Shas::Spilled(file) => file.error(),
             _ => None,
         }
     }
@@ -213,6 +204,17 @@ impl Shas {
 pub(crate) enum Sha<'a> {
     Hex { digits: usize, hex: [u8; MAX_DIGITS] },
     Text(&'a str),
+}
+
+impl Sha<'_> {
+    /// The SHA packed in `packed` (two digits a byte, at most [`MAX_DIGITS`] / 2 bytes).
+    fn unpack(packed: &[u8]) -> Self {
+        let digits = packed.len() * 2;
+        let mut hex = [0u8; MAX_DIGITS];
+        // Two lowercase digits a byte, into exactly twice the bytes: this cannot fail.
+        let _ = hex::encode_to_slice(packed, &mut hex[..digits]);
+        Sha::Hex { digits, hex }
+    }
 }
 
 impl std::ops::Deref for Sha<'_> {
@@ -753,7 +755,7 @@ mod tests {
         // Spilled, those 28 bytes are in temporary files: three blocks are held.
         let order = history.cut_order();
         history.spill();
-        assert!(matches!(history.shas, Shas::Spilled { .. }));
+        assert!(matches!(history.shas, Shas::Spilled(_)));
         assert!(history.heap_bytes() <= 3 * crate::spill::BLOCK, "{}", history.heap_bytes());
         assert_eq!(history.cut_order(), order);
         for (i, c) in commits.iter().enumerate() {
@@ -844,7 +846,7 @@ mod tests {
             // And so do packed SHAs spilled to temporary files, as the second pass reads them.
             let mut spilled = History::of(&commits(&shas), vec![]);
             spilled.spill();
-            prop_assert!(matches!(spilled.shas, Shas::Spilled { .. }), "spilled");
+            prop_assert!(matches!(spilled.shas, Shas::Spilled(_)), "spilled");
             prop_assert_eq!(order(&spilled), order(&text));
             let resolve = |h: &History, p: &str| h.resolve_prefix(p).map(|s| s.to_string());
             for (i, sha) in shas.iter().enumerate() {
@@ -853,8 +855,8 @@ mod tests {
                 prop_assert_eq!(&*spilled.sha(c), sha.as_str());
                 prop_assert_eq!(packed.find(sha), text.find(sha));
                 prop_assert_eq!(spilled.find(sha), text.find(sha));
-                prop_assert_eq!(resolve(&spilled, &sha[..prefix_len]), resolve(&text, &sha[..prefix_len]));
                 let prefix = &sha[..prefix_len];
+                prop_assert_eq!(resolve(&spilled, prefix), resolve(&text, prefix));
                 prop_assert_eq!(
                     resolve(&packed, prefix),
                     resolve(&text, prefix)

@@ -172,7 +172,7 @@ impl CommitRows {
         let web = self.web.as_deref();
         let (mut at, all) = (from, self.history.len());
         let history = &self.history;
-        let shas = (from..all).map(|at| history.sha(history.in_cut_order(at)).to_string());
+        let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
         git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
             let mut rows = Vec::new();
             if wants_commits {
