@@ -1272,10 +1272,12 @@ fn vectors_bench(
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Build { .. }) {
-        // A build is measured with the malloc settings `hubdex-index` runs with (it restarts
-        // itself with them): without them glibc keeps freed blocks, and the peak measured is
-        // the allocator's, not the build's (40k commits under 256 MiB: 543 against 349-414 MiB).
+    if matches!(cli.command, Command::Build { .. } | Command::Merge { .. }) {
+        // A build, and a merge as a build runs it, are measured with the malloc settings
+        // `hubdex-index` runs with (it restarts itself with them): without them glibc keeps
+        // freed blocks, and the peak measured is the allocator's, not the build's (40k commits
+        // under 256 MiB: 543 against 349-414 MiB; a 400k build's largest merge: 142 against
+        // 127-128).
         hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
     }
     let rt = tokio::runtime::Runtime::new()?;
