@@ -657,6 +657,10 @@ pub(crate) async fn embed_one(
         let t = Instant::now();
         let Some(part) = parts.recv().await else { break };
         report.crawl_seconds += t.elapsed().as_secs_f64();
+        // What the build segment before freed goes back to the system: a long history's pass
+        // otherwise sat on its holes (anonymous memory between segments 57-64 MiB at 400k
+        // commits under 256 MiB, 18-38 with this; docs/performance.md).
+        hubdex_formats::give_back_freed();
         let k = entries.len();
         // `_handed` gives the part's row data back to the cut when this turn ends.
         let budget::Part {
