@@ -24,11 +24,11 @@
 //! below one still in use stay resident. [`give_back_freed`] (`malloc_trim`, the workspace's one
 //! `unsafe` call) hands those pages back where a phase of the indexer has just ended: before
 //! the publish, before each build segment is embedded and written, and after each serving
-//! merge, so a unit's vector graph is not built on top of
-//! what the history's pass or the last merge's text index left (docs/performance.md, "git's
-//! own memory, and a merge's graph first"); and after each batch of rows a merge reads, whose
-//! blocks would otherwise fault in the holes of that heap again and stay
-//! (docs/performance.md, "A merge's batches given back").
+//! merge, so a unit's vector graph is not built on top of what the history's pass or the last
+//! merge's text index left (docs/performance.md, "git's own memory, and a merge's graph
+//! first"); and after each batch of rows a merge reads, whose blocks would otherwise fault in
+//! the holes of that heap again and stay (docs/performance.md, "A merge's batches given
+//! back").
 
 /// The variable glibc reads; setting it also fixes the mmap threshold (no dynamic threshold).
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
