@@ -28,8 +28,8 @@ pub const BATCH_TOKENS: usize = 512;
 /// The tokens a text is taken to have when batches are formed before tokenising: a byte in
 /// three plus the two special tokens, at most [`MAX_TOKENS`] (WordPiece over English and code
 /// gives about one token per three to four bytes, so this rarely underestimates).
-fn estimated_tokens(text: &str) -> usize {
-    (text.len() / 3 + 2).min(MAX_TOKENS)
+fn estimated_tokens(bytes: usize) -> usize {
+    (bytes / 3 + 2).min(MAX_TOKENS)
 }
 
 /// Where inference runs.
@@ -62,12 +62,36 @@ pub trait TextEmbedder: Send + Sync {
 
     /// Embeds texts, handing each vector to `each` with the text's index as soon as its batch
     /// is done (in no particular order), so a caller keeps what it needs of a vector and
-    /// nothing holds all of them as float32.
+    /// nothing holds all of them as float32. A text is asked for when its batch runs.
     fn embed_texts(
         &self,
-        texts: &[&str],
+        texts: &dyn Texts,
         each: &mut dyn FnMut(usize, Vec<f32>),
     ) -> Result<(), EmbedError>;
+}
+
+/// Texts to embed, made a batch at a time: an embedder asks every text's length up front (what
+/// its batches are formed by) and a text itself only when its batch runs, so a caller need not
+/// hold them all (a build segment's would be a second copy of its rows' texts).
+pub trait Texts {
+    /// How many texts there are.
+    fn count(&self) -> usize;
+    /// The length in bytes of text `i`: of what [`Texts::text`] gives for it.
+    fn len_of(&self, i: usize) -> usize;
+    /// Text `i`.
+    fn text(&self, i: usize) -> std::borrow::Cow<'_, str>;
+}
+
+impl Texts for &[&str] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn len_of(&self, i: usize) -> usize {
+        self[i].len()
+    }
+    fn text(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(self[i])
+    }
 }
 
 impl TextEmbedder for Embedder {
@@ -77,10 +101,10 @@ impl TextEmbedder for Embedder {
 
     fn embed_texts(
         &self,
-        texts: &[&str],
+        texts: &dyn Texts,
         each: &mut dyn FnMut(usize, Vec<f32>),
     ) -> Result<(), EmbedError> {
-        self.embed_each(texts, each)
+        self.embed_from(texts, each)
     }
 }
 
@@ -310,21 +334,33 @@ impl Embedder {
         texts: &[&str],
         each: &mut dyn FnMut(usize, Vec<f32>),
     ) -> Result<(), EmbedError> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
+        self.embed_from(&texts, each)
+    }
+
+    /// [`Self::embed_each`] over texts made a batch at a time ([`Texts`]): the same batches, so
+    /// the same vectors, as over the texts all made first.
+    pub fn embed_from(
+        &self,
+        texts: &dyn Texts,
+        each: &mut dyn FnMut(usize, Vec<f32>),
+    ) -> Result<(), EmbedError> {
+        let mut order: Vec<usize> = (0..texts.count()).collect();
+        order.sort_by_key(|&i| texts.len_of(i));
         let mut start = 0;
         while start < order.len() {
             // Sorted by length: the text a batch adds last is its longest.
             let mut end = start + 1;
             while end < order.len()
                 && end - start < BATCH_SIZE
-                && (end - start + 1).saturating_mul(estimated_tokens(texts[order[end]]))
+                && (end - start + 1).saturating_mul(estimated_tokens(texts.len_of(order[end])))
                     <= self.batch_tokens
             {
                 end += 1;
             }
             let chunk = &order[start..end];
-            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            let made: Vec<std::borrow::Cow<'_, str>> =
+                chunk.iter().map(|&i| texts.text(i)).collect();
+            let batch: Vec<&str> = made.iter().map(|t| t.as_ref()).collect();
             for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
                 each(i, v);
             }

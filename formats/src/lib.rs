@@ -58,7 +58,7 @@ pub use edges::{
     entity_web_path, read_edges, write_edges,
 };
 pub use embed::{
-    BATCH_SIZE, BATCH_TOKENS, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder,
+    BATCH_SIZE, BATCH_TOKENS, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder, Texts,
     normalised,
 };
 pub use error::{EmbedError, FormatError, StoreError};
@@ -100,8 +100,8 @@ pub use staging::{
 };
 pub use store::{
     DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,
-    Store, VERIFIED_MARKER, VerifiedManifest, default_store, failpoint, install_tls_provider,
-    manifest_key, segment_key, segment_of_key,
+    Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, default_store, failpoint,
+    install_tls_provider, manifest_key, segment_key, segment_of_key,
 };
 pub use vectors::{
     SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,

@@ -264,6 +264,52 @@ impl Store {
         Ok(())
     }
 
+    /// Uploads the local file `path` as the object `key`, read a MiB at a time and never held
+    /// whole: up to [`UPLOAD_PART_BYTES`] it goes up as one request, a larger file as a
+    /// multipart upload of parts that size, at most two sent at once.
+    /// What an upload holds is then a few parts, whatever the file (a merged unit's vector
+    /// graph or text store is 95-344 MB at 400k commits; docs/performance.md, "No whole file
+    /// on upload"). `on_bytes` hears each MiB as it is read. A multipart upload that fails is
+    /// aborted, so the store keeps no parts of it.
+    pub async fn put_file(
+        &self,
+        key: &str,
+        path: &Path,
+        on_bytes: &mut impl FnMut(u64),
+    ) -> Result<(), StoreError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let io = |e| StoreError::from(FormatError::io(path, e));
+        let mut file = tokio::fs::File::open(path).await.map_err(io)?;
+        let mut w = object_store::buffered::BufWriter::with_capacity(
+            Arc::clone(&self.inner),
+            ObjectPath::from(key),
+            UPLOAD_PART_BYTES,
+        )
+        .with_max_concurrency(UPLOAD_PARTS_IN_FLIGHT);
+        let mut buf = vec![0u8; UPLOAD_READ_BYTES];
+        let written: Result<(), StoreError> = async {
+            loop {
+                let n = file.read(&mut buf).await.map_err(io)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                w.write_all(&buf[..n]).await.map_err(|e| upload_error(key, e))?;
+                on_bytes(n as u64);
+            }
+        }
+        .await;
+        if let Err(e) = written {
+            // The parts already sent are discarded (the error that stopped the upload is the
+            // one reported; an abort that fails too leaves them to the store's own clean-up of
+            // incomplete uploads).
+            let _ = w.abort().await;
+            return Err(e);
+        }
+        // Sends what is buffered: the one request, or the last part and the completion (which
+        // aborts the upload itself when it fails).
+        w.shutdown().await.map_err(|e| upload_error(key, e))
+    }
+
     /// Creates an object that must not exist yet; `false` when it already did.
     pub async fn put_create(&self, key: &str, bytes: Vec<u8>) -> Result<bool, StoreError> {
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
@@ -572,9 +618,7 @@ impl Store {
         let json = std::fs::read(&json_path).map_err(|e| FormatError::io(&json_path, e))?;
         for f in &meta.files {
             let path = safe_join(dir, &f.path)?;
-            let bytes = std::fs::read(&path).map_err(|e| FormatError::io(&path, e))?;
-            self.put(&segment_key(&meta.id, &f.path), bytes).await?;
-            on_bytes(f.bytes);
+            self.put_file(&segment_key(&meta.id, &f.path), &path, &mut on_bytes).await?;
         }
         self.put(&segment_key(&meta.id, SEGMENT_JSON), json.clone()).await?;
         Ok(manifest_entry(&meta, &json))
@@ -836,6 +880,29 @@ impl Store {
 
 /// How much of a segment file [`Store::fetch_segment`] writes before it syncs it.
 const COPY_SYNC_BYTES: usize = 8 << 20;
+
+/// A file up to this size is uploaded in one request; a larger one in parts of this size
+/// ([`Store::put_file`]; S3 takes parts of 5 MiB and more).
+pub const UPLOAD_PART_BYTES: usize = 8 << 20;
+
+/// The parts of one file [`Store::put_file`] sends at once: with the part being filled,
+/// an upload holds at most three parts (24 MiB).
+const UPLOAD_PARTS_IN_FLIGHT: usize = 2;
+
+/// What [`Store::put_file`] reads from the file at a time.
+const UPLOAD_READ_BYTES: usize = 1 << 20;
+
+/// An error of [`Store::put_file`]'s writer: object_store's, passed through `std::io::Error`
+/// (its `AsyncWrite`), taken back out where it is one.
+fn upload_error(key: &str, e: std::io::Error) -> StoreError {
+    match e.downcast::<object_store::Error>() {
+        Ok(source) => StoreError::Object { key: key.to_string(), source },
+        Err(e) => StoreError::Object {
+            key: key.to_string(),
+            source: object_store::Error::Generic { store: "upload", source: Box::new(e) },
+        },
+    }
+}
 
 /// Asks the kernel to drop `file`'s (clean, just synced) pages from the page cache.
 fn drop_cached_pages(file: &std::fs::File) {

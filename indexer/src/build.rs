@@ -1,6 +1,7 @@
 //! `hubdex-index build`: crawl sources, embed what changed, write one segment per repository,
 //! publish a snapshot.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment, MergeLimits,
-    ModelIdentity, Row, Store, TextEmbedder, cache_dir, quantize, read_rows, sha256_hex,
+    ModelIdentity, Row, Store, TextEmbedder, Texts, cache_dir, quantize, read_rows, sha256_hex,
     snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
@@ -185,6 +186,9 @@ pub(crate) enum Source {
 /// this model (`previous`: sha256 of a text → its vector), else embedded and quantized as it
 /// is kept ([`quantize`]). Returns (embedded,
 /// reused) in rows: a row counts as embedded when any of its vectors was computed.
+///
+/// The texts to embed are made a batch at a time ([`RowTexts`]), not all first: a build
+/// segment's would be a second copy of its rows' texts, up to two shares of the budget.
 fn fill_vectors(
     rows: &mut [Row],
     previous: &HashMap<String, Vec<i8>>,
@@ -193,38 +197,68 @@ fn fill_vectors(
 ) -> anyhow::Result<(u64, u64)> {
     let dim = embedder.identity().dim;
     let reusable = |sha: &str| previous.get(sha).filter(|v| v.len() == dim);
-    // (row, whether the title vector, the text) of every vector to embed.
-    let mut todo: Vec<(usize, bool, String)> = Vec::new();
+    // (row, whether the title vector, the text's length) of every vector to embed.
+    let mut todo: Vec<(usize, bool, usize)> = Vec::new();
     for (i, row) in rows.iter_mut().enumerate() {
         match reusable(&row.content_sha256) {
             Some(v) => row.embedding = v.clone(),
-            None => todo.push((i, false, row.embedding_text())),
+            None => todo.push((i, false, row.embedding_text().len())),
         }
         row.title_embedding.clear();
         if let Some(text) = row.title_embedding_text() {
             match reusable(&sha256_hex(text.as_bytes())) {
                 Some(v) => row.title_embedding = v.clone(),
-                None => todo.push((i, true, text)),
+                None => todo.push((i, true, text.len())),
             }
         }
     }
     let mut computed: Vec<usize> = todo.iter().map(|t| t.0).collect();
     computed.dedup();
     pb.inc_length(todo.len() as u64);
-    let refs: Vec<&str> = todo.iter().map(|t| t.2.as_str()).collect();
     // Each vector is kept as i8 as it comes: only a batch's float32 vectors are ever held.
-    embedder.embed_texts(&refs, &mut |k, v| {
-        let (i, title, _) = todo[k];
-        let v = quantize(&v);
+    let mut made: Vec<Vec<i8>> = vec![Vec::new(); todo.len()];
+    let texts = RowTexts { rows: &*rows, todo: &todo };
+    embedder.embed_texts(&texts, &mut |k, v| {
+        made[k] = quantize(&v);
+        pb.inc(1);
+    })?;
+    for (&(i, title, _), v) in todo.iter().zip(made) {
         if title {
             rows[i].title_embedding = v;
         } else {
             rows[i].embedding = v;
         }
-        pb.inc(1);
-    })?;
+    }
     let embedded = computed.len() as u64;
     Ok((embedded, rows.len() as u64 - embedded))
+}
+
+/// The texts [`fill_vectors`] embeds, made when the embedder asks for them: row `todo[k].0`'s
+/// [`Row::embedding_text`], or its [`Row::title_embedding_text`] where `todo[k].1`; `todo[k].2`
+/// is the text's length, taken when `todo` was made.
+struct RowTexts<'a> {
+    rows: &'a [Row],
+    todo: &'a [(usize, bool, usize)],
+}
+
+impl Texts for RowTexts<'_> {
+    fn count(&self) -> usize {
+        self.todo.len()
+    }
+
+    fn len_of(&self, k: usize) -> usize {
+        self.todo[k].2
+    }
+
+    fn text(&self, k: usize) -> Cow<'_, str> {
+        let (i, title, _) = self.todo[k];
+        let row = &self.rows[i];
+        Cow::Owned(if title {
+            row.title_embedding_text().unwrap_or_default()
+        } else {
+            row.embedding_text()
+        })
+    }
 }
 
 /// The hashes of the texts `rows` embed: each row's `content_sha256`, and the hash of its

@@ -522,3 +522,47 @@ fn the_indexer_runs_with_fixed_malloc_thresholds_and_two_arenas() {
         assert!(environ.contains(&want), "{want} not in the environment");
     }
 }
+
+/// Texts that count how many of them were made, as [`hubdex_formats::Embedder::embed_texts`]
+/// asks for them.
+struct CountedTexts<'a> {
+    texts: &'a [String],
+    made: std::cell::Cell<usize>,
+}
+
+impl hubdex_formats::Texts for CountedTexts<'_> {
+    fn count(&self) -> usize {
+        self.texts.len()
+    }
+    fn len_of(&self, i: usize) -> usize {
+        self.texts[i].len()
+    }
+    fn text(&self, i: usize) -> std::borrow::Cow<'_, str> {
+        self.made.set(self.made.get() + 1);
+        std::borrow::Cow::Owned(self.texts[i].clone())
+    }
+}
+
+#[test]
+fn the_model_makes_its_texts_a_batch_at_a_time_and_embeds_them_as_if_all_were_made_first() {
+    use hubdex_formats::{BATCH_SIZE, Device, Embedder};
+    let embedder = Embedder::load(&hubdex_tests::model_dir(), Device::Cpu).unwrap();
+    let texts: Vec<String> = (0..100)
+        .map(|i| format!("{}commit {i} of the history", "word ".repeat(i * 7 % 23)))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let all_first = embedder.embed(&refs).unwrap();
+    let counted = CountedTexts { texts: &texts, made: std::cell::Cell::new(0) };
+    let mut out = vec![Vec::new(); texts.len()];
+    let mut made_before_the_first_vector = None;
+    embedder
+        .embed_texts(&counted, &mut |i, v| {
+            made_before_the_first_vector.get_or_insert(counted.made.get());
+            out[i] = v;
+        })
+        .unwrap();
+    assert!(out == all_first, "the same vectors, bit for bit, as over the texts all made first");
+    assert_eq!(counted.made.get(), texts.len(), "each text made once");
+    let first = made_before_the_first_vector.unwrap();
+    assert!(first <= BATCH_SIZE, "{first} texts made before the first batch's vectors came");
+}

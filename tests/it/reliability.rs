@@ -1049,6 +1049,154 @@ fn s12_s3_end_to_end_against_a_real_s3_protocol_server() {
     assert!(v["results"][0]["title"].as_str().unwrap_or("").contains("restockShelves"), "{v:#}");
 }
 
+/// An in-memory store whose multipart uploads fail at their second part; it records whether
+/// an upload was aborted.
+#[derive(Debug, Default)]
+struct FailsSecondPart {
+    inner: object_store::memory::InMemory,
+    aborted: Arc<AtomicBool>,
+}
+
+impl std::fmt::Display for FailsSecondPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FailsSecondPart")
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FailsSecondPart {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(FailingUpload { inner, parts: 0, aborted: Arc::clone(&self.aborted) }))
+    }
+    async fn get_opts(
+        &self,
+        location: &ObjectPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+#[derive(Debug)]
+struct FailingUpload {
+    inner: Box<dyn MultipartUpload>,
+    parts: usize,
+    aborted: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl MultipartUpload for FailingUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.parts += 1;
+        if self.parts == 2 {
+            return Box::pin(async {
+                Err(object_store::Error::Generic {
+                    store: "FailsSecondPart",
+                    source: "the second part was refused".into(),
+                })
+            });
+        }
+        self.inner.put_part(data)
+    }
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        self.inner.complete().await
+    }
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.inner.abort().await
+    }
+}
+
+#[test]
+fn s14_a_large_file_is_uploaded_in_parts_and_a_failed_upload_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two parts and a short third one; and a file small enough for one request.
+    let big_len = 2 * hubdex_formats::UPLOAD_PART_BYTES + 12_345;
+    let big: Vec<u8> = (0..big_len).map(|i| (i * 31 % 251) as u8).collect();
+    let small: Vec<u8> = b"a small file, one request".to_vec();
+    let (big_path, small_path) = (dir.path().join("big.bin"), dir.path().join("small.bin"));
+    std::fs::write(&big_path, &big).unwrap();
+    std::fs::write(&small_path, &small).unwrap();
+    let moto = Moto::start();
+    let envs = moto.envs();
+    let env_refs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let local = dir.path().join("store");
+    let stores = [
+        Store::open_with("s3://hubdex/parts-test", &env_refs).unwrap(),
+        Store::open(local.to_str().unwrap()).unwrap(),
+        Store::open("memory://").unwrap(),
+    ];
+    runtime().block_on(async {
+        for store in &stores {
+            for (path, bytes) in [(&big_path, &big), (&small_path, &small)] {
+                let key = format!("segments/s/{}", path.file_name().unwrap().to_str().unwrap());
+                let mut heard = 0u64;
+                store.put_file(&key, path, &mut |n| heard += n).await.unwrap();
+                assert_eq!(heard, bytes.len() as u64, "{}: progress heard every byte", store.url());
+                let back = store.get_opt(&key).await.unwrap().unwrap();
+                assert!(back.as_ref() == bytes.as_slice(), "{} {key}: the same bytes", store.url());
+            }
+            let missing = dir.path().join("no-such-file");
+            let err = store.put_file("segments/s/none", &missing, &mut |_| {}).await.unwrap_err();
+            assert!(err.to_string().contains("no-such-file"), "{err}");
+            assert!(store.get_opt("segments/s/none").await.unwrap().is_none());
+        }
+        // The second part is refused: the error names the object and the cause, the upload
+        // is aborted, and no object is left.
+        let failing = FailsSecondPart::default();
+        let aborted = Arc::clone(&failing.aborted);
+        let store = Store::from_object_store(Arc::new(failing), "fails://bucket");
+        let err = store.put_file("segments/s/big.bin", &big_path, &mut |_| {}).await.unwrap_err();
+        let text = format!("{err}: {:?}", std::error::Error::source(&err));
+        assert!(text.contains("segments/s/big.bin"), "{text}");
+        assert!(text.contains("the second part was refused"), "{text}");
+        assert!(aborted.load(Ordering::SeqCst), "the multipart upload was aborted");
+        assert!(store.get_opt("segments/s/big.bin").await.unwrap().is_none());
+        // The small file still goes up in one request.
+        store.put_file("segments/s/small.bin", &small_path, &mut |_| {}).await.unwrap();
+        assert!(store.get_opt("segments/s/small.bin").await.unwrap().is_some());
+    });
+}
+
 #[test]
 fn s13_a_snapshot_opened_by_id_is_verified_before_anything_of_it_is_read() {
     let dir = tempfile::tempdir().unwrap();

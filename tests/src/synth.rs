@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use hubdex_formats::{EmbedError, ModelIdentity, TextEmbedder, normalised, sha256_hex};
+use hubdex_formats::{EmbedError, ModelIdentity, TextEmbedder, Texts, normalised, sha256_hex};
 
 /// Words the synthetic code and messages are made of.
 const WORDS: &[&str] = &[
@@ -206,11 +206,12 @@ impl TextEmbedder for HashEmbedder {
 
     fn embed_texts(
         &self,
-        texts: &[&str],
+        texts: &dyn Texts,
         each: &mut dyn FnMut(usize, Vec<f32>),
     ) -> Result<(), EmbedError> {
         let dim = self.identity.dim;
-        for (i, text) in texts.iter().enumerate() {
+        for i in 0..texts.count() {
+            let text = texts.text(i);
             let mut v = vec![0f32; dim];
             for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
                 let h = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
