@@ -218,66 +218,118 @@ fn s02_two_publishers_at_once_exactly_one_moves_latest() {
     runtime().block_on(two_publishers(&store, &m));
 }
 
-/// An object store that says yes to every conditional write and does a plain one instead.
-#[derive(Debug)]
-struct IgnoresConditions(object_store::memory::InMemory);
+/// An in-memory object store with faults switched on for tests. `ignores_conditions`: it says
+/// yes to every conditional write and does a plain one instead, and every copy is a plain copy,
+/// create-only or not. `refuse_part`: every multipart upload's part of that number (from 1) is
+/// refused; `aborted` records whether an upload was aborted.
+#[derive(Debug, Default)]
+struct FaultyStore {
+    inner: object_store::memory::InMemory,
+    ignores_conditions: bool,
+    refuse_part: Option<usize>,
+    aborted: Arc<AtomicBool>,
+}
 
-impl std::fmt::Display for IgnoresConditions {
+impl std::fmt::Display for FaultyStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "IgnoresConditions")
+        write!(f, "FaultyStore")
     }
 }
 
 #[async_trait]
-impl ObjectStore for IgnoresConditions {
+impl ObjectStore for FaultyStore {
     async fn put_opts(
         &self,
         location: &ObjectPath,
         payload: PutPayload,
-        _opts: PutOptions,
+        opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        self.0.put(location, payload).await
+        if self.ignores_conditions {
+            return self.inner.put(location, payload).await;
+        }
+        self.inner.put_opts(location, payload, opts).await
     }
     async fn put_multipart_opts(
         &self,
         location: &ObjectPath,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.0.put_multipart_opts(location, opts).await
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(match self.refuse_part {
+            Some(refused) => Box::new(FailingUpload {
+                inner,
+                parts: 0,
+                refused,
+                aborted: Arc::clone(&self.aborted),
+            }),
+            None => inner,
+        })
     }
     async fn get_opts(
         &self,
         location: &ObjectPath,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        self.0.get_opts(location, options).await
+        self.inner.get_opts(location, options).await
     }
     fn delete_stream(
         &self,
         locations: BoxStream<'static, object_store::Result<ObjectPath>>,
     ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
-        self.0.delete_stream(locations)
+        self.inner.delete_stream(locations)
     }
     fn list(
         &self,
         prefix: Option<&ObjectPath>,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.0.list(prefix)
+        self.inner.list(prefix)
     }
     async fn list_with_delimiter(
         &self,
         prefix: Option<&ObjectPath>,
     ) -> object_store::Result<ListResult> {
-        self.0.list_with_delimiter(prefix).await
+        self.inner.list_with_delimiter(prefix).await
     }
-    /// Every copy is a plain copy, create-only or not.
     async fn copy_opts(
         &self,
         from: &ObjectPath,
         to: &ObjectPath,
-        _options: object_store::CopyOptions,
+        options: object_store::CopyOptions,
     ) -> object_store::Result<()> {
-        self.0.copy(from, to).await
+        if self.ignores_conditions {
+            return self.inner.copy(from, to).await;
+        }
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// A multipart upload of [`FaultyStore`] that refuses its part number `refused`.
+#[derive(Debug)]
+struct FailingUpload {
+    inner: Box<dyn MultipartUpload>,
+    parts: usize,
+    refused: usize,
+    aborted: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl MultipartUpload for FailingUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.parts += 1;
+        if self.parts == self.refused {
+            let detail = format!("part {} was refused", self.parts);
+            return Box::pin(async move {
+                Err(object_store::Error::Generic { store: "FaultyStore", source: detail.into() })
+            });
+        }
+        self.inner.put_part(data)
+    }
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        self.inner.complete().await
+    }
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.inner.abort().await
     }
 }
 
@@ -287,7 +339,7 @@ fn s03_a_store_that_ignores_conditional_writes_is_refused_unless_allowed() {
     let (_, m) = golden_store(dir.path());
     runtime().block_on(async {
         let liar = Store::from_object_store(
-            Arc::new(IgnoresConditions(object_store::memory::InMemory::new())),
+            Arc::new(FaultyStore { ignores_conditions: true, ..Default::default() }),
             "liar://bucket",
         );
         assert!(!liar.honours_conditional_writes().await.unwrap());
@@ -1049,103 +1101,6 @@ fn s12_s3_end_to_end_against_a_real_s3_protocol_server() {
     assert!(v["results"][0]["title"].as_str().unwrap_or("").contains("restockShelves"), "{v:#}");
 }
 
-/// An in-memory store whose multipart uploads fail at their second part; it records whether
-/// an upload was aborted.
-#[derive(Debug, Default)]
-struct FailsSecondPart {
-    inner: object_store::memory::InMemory,
-    aborted: Arc<AtomicBool>,
-}
-
-impl std::fmt::Display for FailsSecondPart {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "FailsSecondPart")
-    }
-}
-
-#[async_trait]
-impl ObjectStore for FailsSecondPart {
-    async fn put_opts(
-        &self,
-        location: &ObjectPath,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &ObjectPath,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        let inner = self.inner.put_multipart_opts(location, opts).await?;
-        Ok(Box::new(FailingUpload { inner, parts: 0, aborted: Arc::clone(&self.aborted) }))
-    }
-    async fn get_opts(
-        &self,
-        location: &ObjectPath,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
-    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(
-        &self,
-        prefix: Option<&ObjectPath>,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&ObjectPath>,
-    ) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &ObjectPath,
-        to: &ObjectPath,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
-#[derive(Debug)]
-struct FailingUpload {
-    inner: Box<dyn MultipartUpload>,
-    parts: usize,
-    aborted: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl MultipartUpload for FailingUpload {
-    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
-        self.parts += 1;
-        if self.parts == 2 {
-            return Box::pin(async {
-                Err(object_store::Error::Generic {
-                    store: "FailsSecondPart",
-                    source: "the second part was refused".into(),
-                })
-            });
-        }
-        self.inner.put_part(data)
-    }
-    async fn complete(&mut self) -> object_store::Result<PutResult> {
-        self.inner.complete().await
-    }
-    async fn abort(&mut self) -> object_store::Result<()> {
-        self.aborted.store(true, Ordering::SeqCst);
-        self.inner.abort().await
-    }
-}
-
 #[test]
 fn s14_a_large_file_is_uploaded_in_parts_and_a_failed_upload_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -1182,13 +1137,13 @@ fn s14_a_large_file_is_uploaded_in_parts_and_a_failed_upload_leaves_nothing() {
         }
         // The second part is refused: the error names the object and the cause, the upload
         // is aborted, and no object is left.
-        let failing = FailsSecondPart::default();
+        let failing = FaultyStore { refuse_part: Some(2), ..Default::default() };
         let aborted = Arc::clone(&failing.aborted);
         let store = Store::from_object_store(Arc::new(failing), "fails://bucket");
         let err = store.put_file("segments/s/big.bin", &big_path, &mut |_| {}).await.unwrap_err();
         let text = format!("{err}: {:?}", std::error::Error::source(&err));
         assert!(text.contains("segments/s/big.bin"), "{text}");
-        assert!(text.contains("the second part was refused"), "{text}");
+        assert!(text.contains("part 2 was refused"), "{text}");
         assert!(aborted.load(Ordering::SeqCst), "the multipart upload was aborted");
         assert!(store.get_opt("segments/s/big.bin").await.unwrap().is_none());
         // The small file still goes up in one request.
