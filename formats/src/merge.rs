@@ -34,8 +34,16 @@ use crate::vectors::{USEARCH_I8, VectorBase, VectorIndexBuilder};
 pub const MERGE_BELOW_ROWS: u64 = 32_768;
 /// The average size of a first-tier merged segment.
 pub const MERGED_TARGET_ROWS: u64 = 65_536;
-/// No first-tier merged segment holds more rows than this.
-pub const MERGED_MAX_ROWS: u64 = 131_072;
+/// No first-tier merged segment holds more rows than this: 1.75 × the target. A unit's merge
+/// holds its vector graph, then its text index's heap, each about 0.8 KiB a row (a 128,691-row
+/// unit: ~105 MiB each, in turn), so this cap sets what a publish holds at its peak whatever the
+/// history; at 2 × the target (131,072, before) the largest unit of a 400k-commit history put a
+/// build's peak under a 256 MiB budget 11–14% over a 10k-commit one's, and its text index filled
+/// the writer's 96 MiB heap to within a part (a second part costs a merge of the parts). A cap
+/// at 1.75 × cuts only the tail of exponentially spread group sizes: 25 units → 25 for that
+/// history, about 5% more for 1M rows of small repositories (docs/performance.md, "The first
+/// tier's cap").
+pub const MERGED_MAX_ROWS: u64 = 114_688;
 /// The average size of a second-tier merged segment (build segments of at least
 /// [`MERGE_BELOW_ROWS`] rows, merged so that a query visits a few large units).
 pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
