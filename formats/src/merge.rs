@@ -43,7 +43,7 @@ pub const MERGED_TARGET_ROWS: u64 = 65_536;
 /// at 1.75 × cuts only the tail of exponentially spread group sizes: 25 units → 25 for that
 /// history, about 5% more for 1M rows of small repositories (docs/performance.md, "The first
 /// tier's cap").
-pub const MERGED_MAX_ROWS: u64 = 114_688;
+pub const MERGED_MAX_ROWS: u64 = MERGED_TARGET_ROWS / 4 * 7; // 114,688
 /// The average size of a second-tier merged segment (build segments of at least
 /// [`MERGE_BELOW_ROWS`] rows, merged so that a query visits a few large units).
 pub const MERGED_TIER2_TARGET_ROWS: u64 = 262_144;
