@@ -13,6 +13,7 @@ use arrow::datatypes::{
 };
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::compute_leaves;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, ZstdLevel};
@@ -27,6 +28,13 @@ const ROW_GROUP_ROWS: usize = 8192;
 /// Assembles rows into one Arrow batch. Every row must carry a `dim`-long embedding, and a
 /// `dim`-long title embedding or none.
 pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatError> {
+    check_dims(rows, dim)?;
+    Ok(RecordBatch::try_new(row_schema(dim), row_columns(rows, dim)?)?)
+}
+
+/// Refuses a row whose embedding is not `dim` long, or whose title embedding is neither empty
+/// nor `dim` long, naming the row.
+fn check_dims(rows: &[Row], dim: usize) -> Result<(), FormatError> {
     if let Some(bad) = rows.iter().find(|r| r.embedding.len() != dim) {
         return Err(FormatError::Schema {
             what: format!("row {}", bad.id),
@@ -44,7 +52,7 @@ pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatErro
             ),
         });
     }
-    Ok(RecordBatch::try_new(row_schema(dim), row_columns(rows, dim)?)?)
+    Ok(())
 }
 
 /// A zstd (level 3) Parquet writer of `schema` into a new file at `path`, every Parquet file of
@@ -86,23 +94,51 @@ pub(crate) fn utf8_column<'b>(
     )
 }
 
-/// How many rows [`write_rows`] hands the Parquet writer at a time, and [`row_batches`] decodes
-/// at a time (row groups still hold [`ROW_GROUP_ROWS`]). What the writer holds beside the rows
-/// scales with one write: the Arrow batch (a copy of its texts and vectors), the dictionary
-/// indices of the vector columns (8 bytes a value, 384 values a row) and their levels; a whole
-/// row group's worth was ~60 MiB for 8,192 diff rows (heaptrack of a build segment's write,
-/// docs/performance.md). A reader likewise holds one batch's Arrow arrays and rows.
+/// How many rows [`write_rows`] turns into Arrow arrays at a time, and [`row_batches`] decodes
+/// at a time (row groups still hold [`ROW_GROUP_ROWS`]). A reader holds one batch's Arrow
+/// arrays and rows.
 const BATCH_ROWS: usize = 1024;
 
 /// Writes rows to `path` as zstd Parquet. Rows are written in the order given; callers sort
 /// them so the same rows always give the same bytes.
+///
+/// A row group is written a column at a time: each column's chunk is encoded from the group's
+/// rows, [`BATCH_ROWS`] at a time, and appended to the file before the next column starts.
+/// `ArrowWriter` would encode every column of a batch at once and keep every column's encoder
+/// until the group is flushed; the two vector columns' dictionary encoders alone hold their
+/// page's indices as 8-byte values, 384 of them a row: 28 MiB of a build segment's write
+/// (heaptrack, docs/performance.md). One column at a time holds one encoder's. Each column's
+/// writer sees the same arrays in the same order either way, so the bytes are the same as
+/// `ArrowWriter`'s (a test below compares them).
 pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatError> {
     let pq = |source| FormatError::Parquet { path: path.to_path_buf(), source };
-    let mut writer = zstd_writer(path, row_schema(dim), Some(ROW_GROUP_ROWS))?;
-    for chunk in rows.chunks(BATCH_ROWS) {
-        writer.write(&rows_to_batch(chunk, dim)?).map_err(pq)?;
+    check_dims(rows, dim)?;
+    let schema = row_schema(dim);
+    let (mut file, groups) = zstd_writer(path, schema.clone(), Some(ROW_GROUP_ROWS))?
+        .into_serialized_writer()
+        .map_err(pq)?;
+    for (g, group) in rows.chunks(ROW_GROUP_ROWS).enumerate() {
+        let mut writers = groups.create_column_writers(g).map_err(pq)?.into_iter();
+        let mut row_group = file.next_row_group().map_err(pq)?;
+        for (field, column) in schema.fields().iter().zip(COLUMNS) {
+            // One leaf a column in this schema (no structs); taken as many as the field has.
+            let mut leaf_writers = Vec::new();
+            for batch in group.chunks(BATCH_ROWS) {
+                let leaves = compute_leaves(field, &column(batch, dim)?).map_err(pq)?;
+                if leaf_writers.is_empty() {
+                    leaf_writers = writers.by_ref().take(leaves.len()).collect();
+                }
+                for (writer, leaf) in leaf_writers.iter_mut().zip(&leaves) {
+                    writer.write(leaf).map_err(pq)?;
+                }
+            }
+            for writer in leaf_writers {
+                writer.close().map_err(pq)?.append_to_row_group(&mut row_group).map_err(pq)?;
+            }
+        }
+        row_group.close().map_err(pq)?;
     }
-    writer.close().map_err(pq)?;
+    file.close().map_err(pq)?;
     Ok(())
 }
 
@@ -184,6 +220,14 @@ pub(crate) fn row_batches(
     }))
 }
 
+/// Makes one column's Arrow array from rows whose embeddings are `dim` long.
+type ColumnOf = fn(&[Row], usize) -> Result<ArrayRef, FormatError>;
+
+/// Every column's Arrow array for `rows`, in [`row_schema`]'s order.
+fn row_columns(rows: &[Row], dim: usize) -> Result<Vec<ArrayRef>, FormatError> {
+    COLUMNS.iter().map(|column| column(rows, dim)).collect()
+}
+
 /// Generates [`row_schema`], the writer's columns and [`batch_to_rows`] from one list of
 /// `"name": Kind => field`.
 macro_rules! row_columns {
@@ -193,9 +237,9 @@ macro_rules! row_columns {
             Arc::new(Schema::new(vec![$($kind::field($name, dim)),*]))
         }
 
-        fn row_columns(rows: &[Row], dim: usize) -> Result<Vec<ArrayRef>, FormatError> {
-            Ok(vec![$($kind::write(rows.iter().map(|r| &r.$field), dim)?),*])
-        }
+        /// How each column's array is made from rows, in [`row_schema`]'s order.
+        const COLUMNS: &[ColumnOf] =
+            &[$(|rows, dim| $kind::write(rows.iter().map(|r| &r.$field), dim)),*];
 
         /// Appends the rows of one batch to `out`. Only `id`, `type`, `repo` and `entity` must
         /// be there; any other column may be absent (a projection), and its field is empty.
@@ -738,6 +782,40 @@ mod tests {
         let back = read_rows(&path, true).unwrap();
         assert_eq!(back.len(), n);
         assert!(back.iter().zip(&rows).all(|(a, b)| a.id == b.id && a.embedding == b.embedding));
+    }
+
+    /// The column-at-a-time writer gives `ArrowWriter`'s bytes: build segment ids are hashes
+    /// of rows.parquet, so a store written before keeps its ids.
+    #[test]
+    fn rows_written_a_column_at_a_time_are_arrow_writers_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let dim = 384;
+        let n = 2 * ROW_GROUP_ROWS + 3 * BATCH_ROWS / 2;
+        let rows: Vec<Row> = (0..n)
+            .map(|i| {
+                let mut r = Row::new(RowType::Diff, "o/r", &format!("commit/{i:06}"), (i % 3) as u32);
+                r.set_body(&format!("diff --git a/src/f{}.rs\n+ fn f{i}() {{}}\n", i % 17));
+                r.path = (i % 5 != 0).then(|| format!("src/f{}.rs", i % 17));
+                r.labels = (0..i % 3).map(|l| format!("label {l}")).collect();
+                r.embedding = (0..dim).map(|d| ((i * 31 + d * 7) % 255) as i8).collect();
+                if i % 4 == 0 {
+                    r.title = Some(format!("title {i}"));
+                    r.title_embedding = (0..dim).map(|d| ((i + d) % 200) as i8 - 100).collect();
+                }
+                r
+            })
+            .collect();
+        let ours = dir.path().join("ours.parquet");
+        write_rows(&ours, &rows, dim).unwrap();
+        let arrow = dir.path().join("arrow.parquet");
+        let mut w = zstd_writer(&arrow, row_schema(dim), Some(ROW_GROUP_ROWS)).unwrap();
+        for chunk in rows.chunks(BATCH_ROWS) {
+            w.write(&rows_to_batch(chunk, dim).unwrap()).unwrap();
+        }
+        w.close().unwrap();
+        let (ours, arrow) = (std::fs::read(&ours).unwrap(), std::fs::read(&arrow).unwrap());
+        assert!(ours.len() > 1 << 20, "{} bytes: too few for several pages", ours.len());
+        assert!(ours == arrow, "{} bytes against ArrowWriter's {}", ours.len(), arrow.len());
     }
 
     #[test]
