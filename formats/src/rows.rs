@@ -13,9 +13,9 @@ use arrow::datatypes::{
 };
 use chrono::{DateTime, Utc};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_writer::compute_leaves;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_writer::compute_leaves;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -793,7 +793,8 @@ mod tests {
         let n = 2 * ROW_GROUP_ROWS + 3 * BATCH_ROWS / 2;
         let rows: Vec<Row> = (0..n)
             .map(|i| {
-                let mut r = Row::new(RowType::Diff, "o/r", &format!("commit/{i:06}"), (i % 3) as u32);
+                let mut r =
+                    Row::new(RowType::Diff, "o/r", &format!("commit/{i:06}"), (i % 3) as u32);
                 r.set_body(&format!("diff --git a/src/f{}.rs\n+ fn f{i}() {{}}\n", i % 17));
                 r.path = (i % 5 != 0).then(|| format!("src/f{}.rs", i % 17));
                 r.labels = (0..i % 3).map(|l| format!("label {l}")).collect();
