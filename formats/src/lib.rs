@@ -85,7 +85,7 @@ pub use model::{
 };
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
-pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, rows_to_batch, write_rows};
+pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH,
     hash_file, input_sha256, read_segment_meta, safe_join, segment_id, start_segment,

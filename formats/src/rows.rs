@@ -25,15 +25,9 @@ use crate::row::{Row, RowType};
 /// Rows per Parquet row group: small enough to read a page of results cheaply.
 const ROW_GROUP_ROWS: usize = 8192;
 
-/// Assembles rows into one Arrow batch. Every row must carry a `dim`-long embedding, and a
-/// `dim`-long title embedding or none.
-pub fn rows_to_batch(rows: &[Row], dim: usize) -> Result<RecordBatch, FormatError> {
-    check_dims(rows, dim)?;
-    Ok(RecordBatch::try_new(row_schema(dim), row_columns(rows, dim)?)?)
-}
-
 /// Refuses a row whose embedding is not `dim` long, or whose title embedding is neither empty
-/// nor `dim` long, naming the row.
+/// nor `dim` long, naming the row: every row must carry a `dim`-long embedding, and a
+/// `dim`-long title embedding or none.
 fn check_dims(rows: &[Row], dim: usize) -> Result<(), FormatError> {
     if let Some(bad) = rows.iter().find(|r| r.embedding.len() != dim) {
         return Err(FormatError::Schema {
@@ -222,11 +216,6 @@ pub(crate) fn row_batches(
 
 /// Makes one column's Arrow array from rows whose embeddings are `dim` long.
 type ColumnOf = fn(&[Row], usize) -> Result<ArrayRef, FormatError>;
-
-/// Every column's Arrow array for `rows`, in [`row_schema`]'s order.
-fn row_columns(rows: &[Row], dim: usize) -> Result<Vec<ArrayRef>, FormatError> {
-    COLUMNS.iter().map(|column| column(rows, dim)).collect()
-}
 
 /// Generates [`row_schema`], the writer's columns and [`batch_to_rows`] from one list of
 /// `"name": Kind => field`.
@@ -811,7 +800,8 @@ mod tests {
         let arrow = dir.path().join("arrow.parquet");
         let mut w = zstd_writer(&arrow, row_schema(dim), Some(ROW_GROUP_ROWS)).unwrap();
         for chunk in rows.chunks(BATCH_ROWS) {
-            w.write(&rows_to_batch(chunk, dim).unwrap()).unwrap();
+            let columns = COLUMNS.iter().map(|column| column(chunk, dim).unwrap()).collect();
+            w.write(&RecordBatch::try_new(row_schema(dim), columns).unwrap()).unwrap();
         }
         w.close().unwrap();
         let (ours, arrow) = (std::fs::read(&ours).unwrap(), std::fs::read(&arrow).unwrap());
@@ -823,7 +813,9 @@ mod tests {
     fn a_wrong_embedding_length_is_refused_by_name() {
         let mut a = Row::new(RowType::Doc, "o/r", "file/x", 0);
         a.embedding = vec![127];
-        let err = rows_to_batch(&[a.clone()], 3).unwrap_err().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let err =
+            write_rows(&dir.path().join("rows.parquet"), &[a.clone()], 3).unwrap_err().to_string();
         assert!(err.contains(&a.id) && err.contains("3"), "{err}");
     }
 }
