@@ -42,7 +42,9 @@ pub const MERGED_TARGET_ROWS: u64 = 65_536;
 /// the writer's 96 MiB heap to within a part (a second part costs a merge of the parts). A cap
 /// at 1.75 × cuts only the tail of exponentially spread group sizes: 25 units → 25 for that
 /// history, about 5% more for 1M rows of small repositories (docs/performance.md, "The first
-/// tier's cap").
+/// tier's cap"). Lower caps were measured and not taken: at 1.5 or 1.375 × the target that
+/// build's peak fell only to 113 or 112 MiB, near what its history's passes hold, for 12–16%
+/// more units ("What the publish's peak is made of").
 pub const MERGED_MAX_ROWS: u64 = MERGED_TARGET_ROWS / 4 * 7; // 114,688
 /// The average size of a second-tier merged segment (build segments of at least
 /// [`MERGE_BELOW_ROWS`] rows, merged so that a query visits a few large units).
