@@ -25,9 +25,8 @@ use crate::row::{Row, RowType};
 /// Rows per Parquet row group: small enough to read a page of results cheaply.
 const ROW_GROUP_ROWS: usize = 8192;
 
-/// Refuses a row whose embedding is not `dim` long, or whose title embedding is neither empty
-/// nor `dim` long, naming the row: every row must carry a `dim`-long embedding, and a
-/// `dim`-long title embedding or none.
+/// Refuses, naming it, a row whose embedding is not `dim` long or whose title embedding is
+/// neither empty nor `dim` long.
 fn check_dims(rows: &[Row], dim: usize) -> Result<(), FormatError> {
     if let Some(bad) = rows.iter().find(|r| r.embedding.len() != dim) {
         return Err(FormatError::Schema {
@@ -790,23 +789,35 @@ mod tests {
                 r.embedding = (0..dim).map(|d| ((i * 31 + d * 7) % 255) as i8).collect();
                 if i % 4 == 0 {
                     r.title = Some(format!("title {i}"));
-                    r.title_embedding = (0..dim).map(|d| ((i + d) % 200) as i8 - 100).collect();
+                    r.title_embedding =
+                        (0..dim).map(|d| (((i + d) % 200) as i32 - 100) as i8).collect();
                 }
                 r
             })
             .collect();
-        let ours = dir.path().join("ours.parquet");
-        write_rows(&ours, &rows, dim).unwrap();
-        let arrow = dir.path().join("arrow.parquet");
-        let mut w = zstd_writer(&arrow, row_schema(dim), Some(ROW_GROUP_ROWS)).unwrap();
-        for chunk in rows.chunks(BATCH_ROWS) {
-            let columns = COLUMNS.iter().map(|column| column(chunk, dim).unwrap()).collect();
-            w.write(&RecordBatch::try_new(row_schema(dim), columns).unwrap()).unwrap();
-        }
-        w.close().unwrap();
-        let (ours, arrow) = (std::fs::read(&ours).unwrap(), std::fs::read(&arrow).unwrap());
+        // Both ways, for these rows and for none (a segment without rows).
+        let both = |rows: &[Row], name: &str| {
+            let ours = dir.path().join(format!("{name}-ours.parquet"));
+            write_rows(&ours, rows, dim).unwrap();
+            let arrow = dir.path().join(format!("{name}-arrow.parquet"));
+            let mut w = zstd_writer(&arrow, row_schema(dim), Some(ROW_GROUP_ROWS)).unwrap();
+            for chunk in rows.chunks(BATCH_ROWS) {
+                let columns = COLUMNS.iter().map(|column| column(chunk, dim).unwrap()).collect();
+                w.write(&RecordBatch::try_new(row_schema(dim), columns).unwrap()).unwrap();
+            }
+            w.close().unwrap();
+            (std::fs::read(&ours).unwrap(), std::fs::read(&arrow).unwrap())
+        };
+        let (ours, arrow) = both(&rows, "rows");
         assert!(ours.len() > 1 << 20, "{} bytes: too few for several pages", ours.len());
         assert!(ours == arrow, "{} bytes against ArrowWriter's {}", ours.len(), arrow.len());
+        let (ours, arrow) = both(&[], "none");
+        assert!(
+            ours == arrow,
+            "no rows: {} bytes against ArrowWriter's {}",
+            ours.len(),
+            arrow.len()
+        );
     }
 
     #[test]
