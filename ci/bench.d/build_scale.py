@@ -80,6 +80,16 @@ def staged(bench: str, source: Path, store: Path, budget: str) -> dict:
     }
 
 
+def done(r: dict) -> None:
+    """One finished build's figures as a line on stderr: a long run shows what it has measured
+    so far, and a run cut short leaves them behind."""
+    print(f"build-scale: {r['commits']:,} commits, {r['step']}: {r['rows']:,} rows, "
+          f"{r['seconds']:.1f} s, peak {r['peak_rss_kib'] / 1024:,.1f} MiB "
+          f"({(r.get('peak_rss_before_publish_kib') or 0) / 1024:,.1f} before publish), "
+          f"{r['segments_written']} / {r['segments_unchanged']} segments written / unchanged",
+          file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
@@ -109,9 +119,11 @@ def main() -> None:
             print(f"build-scale: {commits} commits, {label}", file=sys.stderr)
             r = build(a.bench, src, run / store, budget, extra)
             results.append({"commits": commits, "step": label, **r})
+            done(results[-1])
         print(f"build-scale: {commits} commits, staged delta", file=sys.stderr)
         r = staged(a.bench, src, run / "cut", "256MiB")
         results.append({"commits": commits, "step": "staged delta: one commit", **r})
+        done(results[-1])
         shutil.rmtree(run, ignore_errors=True)
     fd = None
     if a.fd_bundle and a.model and a.fd_bundle.exists():

@@ -43,6 +43,7 @@ mod maxscore;
 mod merge;
 mod model;
 mod queue;
+mod read_dir;
 mod row;
 mod rows;
 mod segment;

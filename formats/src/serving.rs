@@ -36,6 +36,7 @@ use tantivy::{
 use crate::error::FormatError;
 use crate::filter::{RowFilter, author_keys};
 use crate::maxscore::{self, TermCursor};
+use crate::read_dir::ReadDirectory;
 use crate::row::Row;
 use crate::text::{
     BOOST_BODY, BOOST_PATH, BOOST_SYMBOL, BOOST_TITLE, IDENT, WORDS, register_analyzers,
@@ -278,7 +279,9 @@ pub(crate) fn write_serving_index<'a>(
 /// row's JSON (at a merge's peak, ~4 KB a row of diffs: 40–50 MiB beside the writer's heap;
 /// docs/performance.md, "The text index's queue"). Each time the heap fills, the part written
 /// so far is saved as an index of its own under `.parts/`; `finish` merges the parts, in the
-/// order they were written, into one segment in `dir` (or moves the only one there).
+/// order they were written, into one segment in `dir` (or moves the only one there), reading
+/// them through [`ReadDirectory`] rather than mapping them (docs/performance.md, "The text
+/// index's parts read, not mapped").
 pub(crate) struct ServingIndexWriter {
     schema: tantivy::schema::Schema,
     part: Option<tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>>,
@@ -442,11 +445,20 @@ impl ServingIndexWriter {
                 Index::open_in_dir(dir).map_err(tv)?
             }
             _ => {
-                let mut segments = Vec::with_capacity(parts.len());
-                for part in &parts {
-                    segments.extend(part.searchable_segments().map_err(tv)?);
-                }
+                // Each part read again through a directory that reads, not maps, its files:
+                // mapped, every page the merge touches stays resident until it ends.
                 let settings = parts[0].settings().clone();
+                drop(parts);
+                let mut parts = Vec::new();
+                let mut segments = Vec::new();
+                for n in 0..written {
+                    let part = parts_dir.join(n.to_string());
+                    let tv = |source| FormatError::Tantivy { path: part.clone(), source };
+                    let mut index = Index::open(ReadDirectory::new(&part)).map_err(tv)?;
+                    index.set_tokenizers(crate::text::analyzers());
+                    segments.extend(index.searchable_segments().map_err(tv)?);
+                    parts.push(index);
+                }
                 let alive = vec![None; segments.len()];
                 let directory = tantivy::directory::MmapDirectory::open(dir)
                     .map_err(|e| tv(tantivy::TantivyError::from(e)))?;
@@ -1334,6 +1346,54 @@ mod tests {
         for i in (0..rows).step_by(97) {
             let want = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0).id;
             assert_eq!(index.row(i as u32).unwrap().id, want, "doc {i}");
+        }
+    }
+
+    /// The same rows written whole (one part) and in parts (merged through
+    /// [`crate::read_dir::ReadDirectory`]) answer BM25 queries alike: the same docs with the
+    /// same scores, and the same rows by doc id.
+    #[test]
+    fn an_index_written_in_parts_answers_as_one_written_whole() {
+        let rows: Vec<Row> = (0..2_000u64)
+            .map(|i| {
+                let mut row = Row::new(RowType::Code, "o/r", &format!("file/{i}.rs"), 0);
+                let mut next = i + 1;
+                let words: Vec<String> = (0..800)
+                    .map(|_| {
+                        next = next
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        format!("w{}", (next >> 33) % 5_000)
+                    })
+                    .collect();
+                row.title = Some(format!("title w{} w{}", i % 97, i % 13));
+                row.body = words.join(" ");
+                row
+            })
+            .collect();
+        let write = |heap: usize| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer =
+                ServingIndexWriter::with_heap(dir.path(), &Analyzers::current(), heap).unwrap();
+            for row in &rows {
+                writer.add(row).unwrap();
+            }
+            let written = writer.finish().unwrap();
+            let index = ServingIndex::open(dir.path()).unwrap();
+            (dir, written, index)
+        };
+        let (_whole_dir, one, whole) = write(200_000_000);
+        let (_parts_dir, many, parts) = write(15_000_000);
+        assert_eq!(one, 1);
+        assert!(many >= 2, "the heap filled {many} times: the index was not written in parts");
+        for query in ["w17", "w4999 w3 title", "w12 w13 w14 w15 w16", "title w5", "nothing"] {
+            let a = whole.search(query, 50, None).unwrap();
+            let b = parts.search(query, 50, None).unwrap();
+            assert_eq!(a.is_empty(), query == "nothing", "{query}: {} docs", a.len());
+            assert_eq!(a, b, "{query}");
+        }
+        for doc in (0..rows.len() as u32).step_by(199) {
+            assert_eq!(whole.row(doc).unwrap().body, parts.row(doc).unwrap().body, "doc {doc}");
         }
     }
 
