@@ -24,6 +24,9 @@ measure an older hubdex-bench alike, run this with MALLOC_TRIM_THRESHOLD_=131072
   the rebuild and the deltas say how many commits' diffs they did not read (build segments
   of history rows found again by their spans).
 
+Then the smallest size under 256 MiB again, cloned under five other names: the cut falls
+elsewhere each time, and each larger size's peak is printed against the worst of them.
+
 With --fd-bundle and --model, the real model's peak on a real repository: sharkdp/fd (from
 the bundle in ../shared/eval), built with the model and the default budget.
 
@@ -84,6 +87,30 @@ def staged(bench: str, source: Path, store: Path, budget: str) -> dict:
     }
 
 
+# The names the smallest history is cloned under to measure how much its cut decides.
+CUT_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
+
+
+def smallest_cuts(bench: str, work: Path, commits: int) -> dict:
+    """The smallest history built under 256 MiB from clones of other names. A row's id holds
+    its repository's name, so each name's content-defined cut falls elsewhere; a small history
+    is a few build segments, and its peak is its largest one's. The ratio of a larger history's
+    peak to the worst of these is the growth; to one lucky cut it is not."""
+    pristine = history(bench, work, commits)
+    builds = []
+    for name in CUT_NAMES:
+        run = work / f"cuts-{commits}"
+        shutil.rmtree(run, ignore_errors=True)
+        src = run / "src" / name
+        subprocess.run(["git", "clone", "-q", str(pristine), str(src)], check=True)
+        print(f"build-scale: {commits} commits under 256 MiB, cloned as {name}", file=sys.stderr)
+        r = build(bench, src, run / "cut", "256MiB")
+        builds.append({"name": name, **r})
+        done({"commits": commits, "step": f"budget 256 MiB, cloned as {name}", **r})
+        shutil.rmtree(run, ignore_errors=True)
+    return {"commits": commits, "builds": builds}
+
+
 def done(r: dict) -> None:
     """One finished build's figures as a line on stderr: a long run shows what it has measured
     so far, and a run cut short leaves them behind."""
@@ -105,7 +132,8 @@ def main() -> None:
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     results = []
-    for commits in [int(s) for s in a.sizes.split(",") if s]:
+    sizes = [int(s) for s in a.sizes.split(",") if s]
+    for commits in sizes:
         pristine = history(a.bench, a.work, commits)
         run = a.work / f"scale-{commits}"
         shutil.rmtree(run, ignore_errors=True)
@@ -129,6 +157,11 @@ def main() -> None:
         results.append({"commits": commits, "step": "staged delta: one commit", **r})
         done(results[-1])
         shutil.rmtree(run, ignore_errors=True)
+    cuts = smallest_cuts(a.bench, a.work, min(sizes)) if sizes else None
+    if cuts:
+        # The main run's own clone ("history") is one more cut of the same rows.
+        cuts["builds"] += [{"name": "history", **r} for r in results
+                           if r["commits"] == cuts["commits"] and r["step"] == "budget 256 MiB"]
     fd = None
     if a.fd_bundle and a.model and a.fd_bundle.exists():
         run = a.work / "scale-fd"
@@ -140,7 +173,7 @@ def main() -> None:
                        "--embedder", a.model])
         shutil.rmtree(run, ignore_errors=True)
     if a.json:
-        print(json.dumps({"build_scale": results, "fd_with_model": fd}))
+        print(json.dumps({"build_scale": results, "smallest_cuts": cuts, "fd_with_model": fd}))
         return
     print("\n## The build at scale (synthetic histories, hash embedder: not a model)\n")
     print("(git's: the git processes the build runs, sampled beside it: anonymous memory, and "
@@ -164,6 +197,17 @@ def main() -> None:
               f"{(r.get('peak_rss_before_publish_kib') or 0) / 1024:,.0f} | {vs_whole:.2f} | "
               f"{peak / first[r['step']]:.2f} | {r.get('git_peak_anon_kib', 0) / 1024:,.0f} / "
               f"{r.get('git_peak_rss_kib', 0) / 1024:,.0f} |")
+    if cuts:
+        peaks = sorted(c["peak_rss_kib"] / 1024 for c in cuts["builds"])
+        worst = peaks[-1]
+        print(f"\nThe smallest size ({cuts['commits']:,} commits) under 256 MiB, cloned under "
+              f"{len(peaks)} names (the cut, and so its largest build segment, differs): peak "
+              f"{peaks[0]:,.1f} / {peaks[len(peaks) // 2]:,.1f} / {worst:,.1f} MiB (least / median / "
+              f"most), build segments {', '.join(str(c['segments_written']) for c in cuts['builds'])}")
+        for r in results:
+            if r["step"] == "budget 256 MiB":
+                print(f"  {r['commits']:,} commits under 256 MiB: {r['peak_rss_kib'] / 1024:,.1f} MiB, "
+                      f"{r['peak_rss_kib'] / 1024 / worst:.2f}x the smallest size's worst cut")
     if fd:
         print(f"\nsharkdp/fd with the model ({fd['rows']:,} rows, {fd['embedded']:,} embedded, "
               f"budget {fd['budget']}): peak RSS {fd['peak_rss_kib'] / 1024:,.0f} MiB "
