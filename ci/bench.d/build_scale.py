@@ -97,9 +97,9 @@ def smallest_cuts(bench: str, work: Path, commits: int) -> dict:
     is a few build segments, and its peak is its largest one's. The ratio of a larger history's
     peak to the worst of these is the growth; to one lucky cut it is not."""
     pristine = history(bench, work, commits)
+    run = work / f"cuts-{commits}"
     builds = []
     for name in CUT_NAMES:
-        run = work / f"cuts-{commits}"
         shutil.rmtree(run, ignore_errors=True)
         src = run / "src" / name
         subprocess.run(["git", "clone", "-q", str(pristine), str(src)], check=True)

@@ -285,7 +285,8 @@ pub(crate) fn write_serving_index<'a>(
 pub(crate) struct ServingIndexWriter {
     schema: tantivy::schema::Schema,
     part: Option<tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>>,
-    parts: Vec<Index>,
+    /// How many parts are saved under `.parts/` (`.parts/0` up to this, not included).
+    parts: usize,
     heap: usize,
     f: Fields,
     dir: std::path::PathBuf,
@@ -316,7 +317,7 @@ impl ServingIndexWriter {
         Ok(ServingIndexWriter {
             schema,
             part: None,
-            parts: Vec::new(),
+            parts: 0,
             heap,
             f,
             dir: dir.to_path_buf(),
@@ -334,7 +335,7 @@ impl ServingIndexWriter {
         &mut self,
     ) -> Result<&mut tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>, FormatError> {
         if self.part.is_none() {
-            let dir = self.dir.join(PARTS_DIR).join(self.parts.len().to_string());
+            let dir = self.dir.join(PARTS_DIR).join(self.parts.to_string());
             std::fs::create_dir_all(&dir).map_err(|e| FormatError::io(&dir, e))?;
             let tv = |source| FormatError::Tantivy { path: dir.clone(), source };
             let directory = tantivy::directory::MmapDirectory::open(&dir)
@@ -352,8 +353,9 @@ impl ServingIndexWriter {
     /// Saves the part being written, if any.
     fn close_part(&mut self) -> Result<(), FormatError> {
         if let Some(part) = self.part.take() {
-            let index = part.finalize().map_err(self.tv())?;
-            self.parts.push(index);
+            // Not kept open: `finish` reads the parts again, through `ReadDirectory`.
+            part.finalize().map_err(self.tv())?;
+            self.parts += 1;
         }
         Ok(())
     }
@@ -429,12 +431,10 @@ impl ServingIndexWriter {
         let dir = dir.as_path();
         let tv = |source| FormatError::Tantivy { path: dir.to_path_buf(), source };
         let parts_dir = dir.join(PARTS_DIR);
-        let written = parts.len();
-        let index = match parts.len() {
+        let index = match parts {
             0 => Index::builder().schema(schema).create_in_dir(dir).map_err(tv)?,
             1 => {
                 // The only part is the index: its files move up.
-                drop(parts);
                 let part = parts_dir.join("0");
                 let entries = std::fs::read_dir(&part).map_err(|e| FormatError::io(&part, e))?;
                 for entry in entries {
@@ -445,20 +445,19 @@ impl ServingIndexWriter {
                 Index::open_in_dir(dir).map_err(tv)?
             }
             _ => {
-                // Each part read again through a directory that reads, not maps, its files:
-                // mapped, every page the merge touches stays resident until it ends.
-                let settings = parts[0].settings().clone();
-                drop(parts);
-                let mut parts = Vec::new();
+                // Each part read through a directory that reads, not maps, its files: mapped,
+                // every page the merge touches stays resident until it ends.
+                let mut opened = Vec::with_capacity(parts);
                 let mut segments = Vec::new();
-                for n in 0..written {
-                    let part = parts_dir.join(n.to_string());
+                for i in 0..parts {
+                    let part = parts_dir.join(i.to_string());
                     let tv = |source| FormatError::Tantivy { path: part.clone(), source };
                     let mut index = Index::open(ReadDirectory::new(&part)).map_err(tv)?;
                     index.set_tokenizers(crate::text::analyzers());
                     segments.extend(index.searchable_segments().map_err(tv)?);
-                    parts.push(index);
+                    opened.push(index);
                 }
+                let settings = opened[0].settings().clone();
                 let alive = vec![None; segments.len()];
                 let directory = tantivy::directory::MmapDirectory::open(dir)
                     .map_err(|e| tv(tantivy::TantivyError::from(e)))?;
@@ -467,7 +466,7 @@ impl ServingIndexWriter {
                 )
                 .map_err(tv)?;
                 drop(segments);
-                drop(parts);
+                drop(opened);
                 index
             }
         };
@@ -493,7 +492,7 @@ impl ServingIndexWriter {
                 )));
             }
         }
-        Ok(written)
+        Ok(parts)
     }
 }
 
