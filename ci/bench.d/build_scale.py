@@ -90,6 +90,11 @@ def staged(bench: str, source: Path, store: Path, budget: str) -> dict:
 # The names the smallest history is cloned under to measure how much its cut decides.
 CUT_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
 
+# The small budget every size is cut under, and the step that builds under it (what the cuts
+# of the smallest size are compared with).
+SMALL_BUDGET = "256MiB"
+CUT_STEP = "budget 256 MiB"
+
 
 def smallest_cuts(bench: str, work: Path, commits: int) -> dict:
     """The smallest history built under 256 MiB from clones of other names. A row's id holds
@@ -104,9 +109,9 @@ def smallest_cuts(bench: str, work: Path, commits: int) -> dict:
         src = run / "src" / name
         subprocess.run(["git", "clone", "-q", str(pristine), str(src)], check=True)
         print(f"build-scale: {commits} commits under 256 MiB, cloned as {name}", file=sys.stderr)
-        r = build(bench, src, run / "cut", "256MiB")
+        r = build(bench, src, run / "cut", SMALL_BUDGET)
         builds.append({"name": name, **r})
-        done({"commits": commits, "step": f"budget 256 MiB, cloned as {name}", **r})
+        done({"commits": commits, "step": f"{CUT_STEP}, cloned as {name}", **r})
         shutil.rmtree(run, ignore_errors=True)
     return {"commits": commits, "builds": builds}
 
@@ -143,9 +148,9 @@ def main() -> None:
         steps = [
             ("one segment", "whole", "1024GiB", []),
             ("default budget (3 GiB)", "default", "3GiB", []),
-            ("budget 256 MiB", "cut", "256MiB", []),
-            ("rebuild, nothing changed", "cut", "256MiB", []),
-            ("delta: one commit", "cut", "256MiB", ["--add-commit", "One commit more"]),
+            (CUT_STEP, "cut", SMALL_BUDGET, []),
+            ("rebuild, nothing changed", "cut", SMALL_BUDGET, []),
+            ("delta: one commit", "cut", SMALL_BUDGET, ["--add-commit", "One commit more"]),
         ]
         for label, store, budget, extra in steps:
             print(f"build-scale: {commits} commits, {label}", file=sys.stderr)
@@ -153,7 +158,7 @@ def main() -> None:
             results.append({"commits": commits, "step": label, **r})
             done(results[-1])
         print(f"build-scale: {commits} commits, staged delta", file=sys.stderr)
-        r = staged(a.bench, src, run / "cut", "256MiB")
+        r = staged(a.bench, src, run / "cut", SMALL_BUDGET)
         results.append({"commits": commits, "step": "staged delta: one commit", **r})
         done(results[-1])
         shutil.rmtree(run, ignore_errors=True)
@@ -161,7 +166,7 @@ def main() -> None:
     if cuts:
         # The main run's own clone ("history") is one more cut of the same rows.
         cuts["builds"] += [{"name": "history", **r} for r in results
-                           if r["commits"] == cuts["commits"] and r["step"] == "budget 256 MiB"]
+                           if r["commits"] == cuts["commits"] and r["step"] == CUT_STEP]
     fd = None
     if a.fd_bundle and a.model and a.fd_bundle.exists():
         run = a.work / "scale-fd"
@@ -205,7 +210,7 @@ def main() -> None:
               f"{peaks[0]:,.1f} / {peaks[len(peaks) // 2]:,.1f} / {worst:,.1f} MiB (least / median / "
               f"most), build segments {', '.join(str(c['segments_written']) for c in cuts['builds'])}")
         for r in results:
-            if r["step"] == "budget 256 MiB":
+            if r["step"] == CUT_STEP:
                 print(f"  {r['commits']:,} commits under 256 MiB: {r['peak_rss_kib'] / 1024:,.1f} MiB, "
                       f"{r['peak_rss_kib'] / 1024 / worst:.2f}x the smallest size's worst cut")
     if fd:
