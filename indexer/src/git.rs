@@ -267,10 +267,11 @@ const FUNCNAME_ATTRIBUTES: &str = "\
 
 /// What a `git log` pass reads.
 pub(crate) enum Log<'a> {
-    /// Every commit reachable from any branch or tag, newest first, with the paths it changed
-    /// but no diff: the compact pass a build reads the history with first. With a cache, the
-    /// chunks of commits it read before are read from there ([`SummaryCache`]).
-    Summaries(Option<&'a SummaryCache>),
+    /// The commits `listed` names ([`rev_list`]'s: every commit reachable from any branch or
+    /// tag, newest first), in that order, with the paths each changed but no diff: the compact
+    /// pass a build reads the history with first. With a `cache`, the chunks of commits it
+    /// read before are read from there ([`SummaryCache`]).
+    Summaries { listed: &'a Shas, cache: Option<&'a SummaryCache> },
     /// These commits, in this order, each with its diff.
     Patches(Box<dyn Iterator<Item = String> + 'a>),
 }
@@ -382,10 +383,10 @@ fn summary_processes() -> usize {
 /// (git's `tformat`) each commit's record is written the same whatever comes before or after
 /// it, so the records are the bytes one `git log` of them all writes.
 ///
-/// The summaries' commits are listed first by `git rev-list --all --date-order` (which holds
-/// only the commit graph: 91 MiB for 400,000 commits, where `git log --all --date-order
-/// --name-only` held 347 MiB with every commit's message and trees), then read in chunks in
-/// that order, `at_once` processes at a time ([`log_ahead`]): the first pass reads every
+/// The summaries' commits are listed first by `git rev-list --all --date-order` ([`rev_list`],
+/// which holds only the commit graph: 91 MiB for 400,000 commits, where `git log --all
+/// --date-order --name-only` held 347 MiB with every commit's message and trees), then read
+/// in chunks in that order, `at_once` processes at a time ([`log_ahead`]): the first pass reads every
 /// commit, and listing a commit's paths is git's work (a tree diff), not the indexer's. The
 /// patches stream from one process at a time: the second pass may stop anywhere (a history span
 /// found again), and its rows are the indexer's work.
@@ -397,8 +398,7 @@ fn for_each_commit_in_chunks(
     each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     match log {
-        Log::Summaries(cache) => {
-            let listed = rev_list(dir)?;
+        Log::Summaries { listed, cache } => {
             log_ahead(dir, listed.iter(), chunk, at_once, cache, each)
         }
         Log::Patches(shas) => log_in_chunks(dir, shas, "-p", chunk, each),
@@ -620,9 +620,10 @@ fn log_ahead(
 }
 
 /// Every commit reachable from any branch, tag or HEAD, newest first, no parent before its
-/// children (`--date-order`); none in an empty repository. Kept packed while the first pass
-/// reads them (20 bytes a commit, where git's lines are 41).
-fn rev_list(dir: &Path) -> Result<Shas, GitError> {
+/// children (`--date-order`); none in an empty repository. Packed (20 bytes a commit, where
+/// git's lines are 41): the first pass asks `git log` for them in this order, and the
+/// [`crate::history::History`] keeps them as its commits' SHAs.
+pub(crate) fn rev_list(dir: &Path) -> Result<Shas, GitError> {
     let out = match run(dir, &["rev-list", "--all", "--date-order"]) {
         Ok(out) => out,
         // An empty repository has no commits: that is not an error here.
@@ -841,7 +842,8 @@ pub(crate) mod tests {
         let cache = SummaryCache { dir: tmp.path().join("cache") };
         let summaries = |cache: Option<&SummaryCache>| {
             let mut commits = Vec::new();
-            for_each_commit_in_chunks(d, Log::Summaries(cache), 2, 2, |c| {
+            let listed = rev_list(d).unwrap();
+            for_each_commit_in_chunks(d, Log::Summaries { listed: &listed, cache }, 2, 2, |c| {
                 commits.push(c);
                 true
             })
@@ -908,7 +910,8 @@ pub(crate) mod tests {
         }
         // A pass stopped early removes nothing; a complete one removes what it did not use.
         git_ok(d, &["commit", "-q", "--amend", "-m", "commit 7, amended"]);
-        for_each_commit_in_chunks(d, Log::Summaries(Some(&cache)), 2, 2, |_| false).unwrap();
+        let log = Log::Summaries { listed: &rev_list(d).unwrap(), cache: Some(&cache) };
+        for_each_commit_in_chunks(d, log, 2, 2, |_| false).unwrap();
         let stopped = files();
         assert_eq!(stopped.len(), 5, "{stopped:?}");
         assert!(second.iter().all(|f| stopped.contains(f)), "{second:?} {stopped:?}");
@@ -958,7 +961,9 @@ pub(crate) mod tests {
         commit("the last: a file removed");
         let summaries = |chunk: usize, at_once: usize| {
             let mut commits = Vec::new();
-            for_each_commit_in_chunks(d, Log::Summaries(None), chunk, at_once, |c| {
+            let listed = rev_list(d).unwrap();
+            let log = Log::Summaries { listed: &listed, cache: None };
+            for_each_commit_in_chunks(d, log, chunk, at_once, |c| {
                 commits.push(c);
                 true
             })
@@ -975,7 +980,8 @@ pub(crate) mod tests {
         }
         // Stopping early in the first pass stops the processes running ahead.
         let mut seen = 0;
-        for_each_commit_in_chunks(d, Log::Summaries(None), 1, 4, |_| {
+        let listed = rev_list(d).unwrap();
+        for_each_commit_in_chunks(d, Log::Summaries { listed: &listed, cache: None }, 1, 4, |_| {
             seen += 1;
             seen < 2
         })
@@ -1025,7 +1031,9 @@ pub(crate) mod tests {
         let empty = tempfile::tempdir().unwrap();
         git_ok(empty.path(), &["init", "-q"]);
         let mut any = false;
-        for_each_commit(empty.path(), Log::Summaries(None), |_| {
+        let listed = rev_list(empty.path()).unwrap();
+        assert_eq!(listed.len(), 0);
+        for_each_commit(empty.path(), Log::Summaries { listed: &listed, cache: None }, |_| {
             any = true;
             true
         })
@@ -1104,7 +1112,8 @@ pub(crate) mod tests {
             git_ok(d, &["commit", "-q", "-m", &format!("add {i}")]);
         }
         let mut summaries = Vec::new();
-        for_each_commit(d, Log::Summaries(None), |c| {
+        let listed = rev_list(d).unwrap();
+        for_each_commit(d, Log::Summaries { listed: &listed, cache: None }, |c| {
             summaries.push(c);
             true
         })

@@ -1,6 +1,8 @@
 //! The compact git history a build keeps while the history's rows stream (issue 30): every
-//! commit's SHA, parents, message, times and changed paths, read once by the first pass over
-//! git (`git log --name-only`, see [`crate::local::read_repo`]).
+//! commit's SHA (as `git rev-list` lists them, the list the first pass asks `git log` for),
+//! parents, message, times and changed paths, read once by that first pass (`git log
+//! --name-only`, see [`crate::local::read_repo`]). Each SHA is held once: parents are resolved
+//! to commit numbers as each commit comes, against the list known before the first.
 //!
 //! It is what edges need (what messages say, parents, tags: [`crate::edges`]), what a merge row
 //! lists its branch from (parents, titles, paths: [`crate::local`]) and the order the second
@@ -253,11 +255,12 @@ impl PartialEq<&str> for Sha<'_> {
     }
 }
 
-/// Lists of numbers kept end to end (each commit's parents, each commit's paths).
+/// Lists of numbers kept end to end (each commit's parents, each commit's paths). Ends are
+/// 4 bytes, as the numbers are: fewer than 2^32 of them in all.
 #[derive(Debug, Default)]
 struct Lists {
     items: Vec<u32>,
-    ends: Vec<usize>,
+    ends: Vec<u32>,
 }
 
 impl Lists {
@@ -267,19 +270,19 @@ impl Lists {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.items.capacity() * size_of::<u32>() + self.ends.capacity() * size_of::<usize>()
+        (self.items.capacity() + self.ends.capacity()) * size_of::<u32>()
     }
 
     fn push(&mut self, items: impl IntoIterator<Item = u32>) {
         self.items.extend(items);
-        self.ends.push(self.items.len());
+        self.ends.push(u32::try_from(self.items.len()).expect("fewer than 2^32 numbers"));
     }
 
     /// List `i`, empty where none was kept ([`History::keep_what_rows_read`]).
     fn get(&self, i: usize) -> &[u32] {
         let Some(&end) = self.ends.get(i) else { return &[] };
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.items[start..end]
+        &self.items[start as usize..end as usize]
     }
 }
 
@@ -327,12 +330,15 @@ fn may_hold_reference(line: &str) -> bool {
 /// What the git history says: see the module's documentation.
 #[derive(Debug, Default)]
 pub(crate) struct History {
-    shas: Shas,
+    /// Every commit's SHA, as `git rev-list` listed them ([`History::listing`]): shared with
+    /// the first pass, which asks `git log` for them in this order, so each SHA is held once.
+    shas: Arc<Shas>,
     /// Commit numbers ordered by SHA (finding a commit, resolving an abbreviated SHA).
     by_sha: Numbers,
-    /// Parent SHAs as read, until [`History::finish`] turns them into `parents`.
-    parent_shas: Shas,
-    parent_counts: Vec<u32>,
+    /// How many commits [`History::push`] has been given what the log says of (the rest are
+    /// only listed).
+    read: usize,
+    /// Each commit's parents as commit numbers, resolved as the log gives them.
     parents: Lists,
     /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
     /// [`History::drop_messages`] left.
@@ -355,17 +361,43 @@ pub(crate) struct History {
 }
 
 impl History {
-    /// Adds the next commit of the log (newest first); call [`History::finish`] after the last.
+    /// A history of the commits `shas` lists, newest first (what `git rev-list` gave): each is
+    /// then given by [`History::push`], in that order; call [`History::finish`] after the last.
+    pub(crate) fn listing(shas: Arc<Shas>) -> History {
+        let n = CommitNo::try_from(shas.len()).expect("fewer than 2^32 commits");
+        let mut by_sha: Vec<CommitNo> = (0..n).collect();
+        by_sha.sort_unstable_by(|&a, &b| shas.cmp(a as usize, b as usize));
+        History { shas, by_sha: Numbers::Held(by_sha), ..History::default() }
+    }
+
+    /// The SHAs the history lists, to ask `git log` for them in that order.
+    pub(crate) fn listed(&self) -> Arc<Shas> {
+        Arc::clone(&self.shas)
+    }
+
+    /// Adds what the log says of the next listed commit. A listed commit the log passed over
+    /// (a record it could not read) is kept with nothing known but its SHA; a commit that is
+    /// not listed, or given twice, is passed over with a warning.
     pub(crate) fn push(&mut self, c: &Commit) {
-        self.shas.push(&c.sha);
-        for p in &c.parents {
-            self.parent_shas.push(p);
-        }
-        self.parent_counts.push(u32::try_from(c.parents.len()).expect("fewer than 2^32 parents"));
+        let at = if self.read < self.len() && *self.sha(self.read as CommitNo) == *c.sha {
+            self.read
+        } else {
+            match self.find(&c.sha).map(|n| n as usize) {
+                Some(at) if at >= self.read => at,
+                _ => {
+                    tracing::warn!(sha = %c.sha, "git log gave a commit git rev-list did not list (or twice): passed over");
+                    return;
+                }
+            }
+        };
+        self.pass_over_to(at);
+        let parents: Vec<CommitNo> =
+            c.parents.iter().map(|p| self.find(p).unwrap_or(ABSENT)).collect();
+        self.parents.push(parents);
         let kept = edge_lines(&c.message);
         let title = clean_message(&c.message).title;
         if kept.lines().next().unwrap_or("").trim() != title {
-            let c = CommitNo::try_from(self.len() - 1).expect("fewer than 2^32 commits");
+            let c = CommitNo::try_from(at).expect("fewer than 2^32 commits");
             self.other_titles.push((c, title));
         }
         self.messages.push(&kept);
@@ -374,6 +406,21 @@ impl History {
         self.authored_at.push(seconds(c.authored_at));
         let files: Vec<u32> = c.files.iter().map(|f| self.path_number(f)).collect();
         self.files.push(files);
+        self.read = at + 1;
+    }
+
+    /// Keeps the listed commits before `at` the log has not given with nothing known of them
+    /// but their SHAs: no parents, message, times or paths.
+    fn pass_over_to(&mut self, at: usize) {
+        for c in self.read..at {
+            tracing::warn!(sha = %self.sha(c as CommitNo), "git log did not give this listed commit: kept with its SHA only");
+            self.parents.push([]);
+            self.messages.push("");
+            self.committed_at.push(NO_TIME);
+            self.authored_at.push(NO_TIME);
+            self.files.push([]);
+        }
+        self.read = self.read.max(at);
     }
 
     fn path_number(&mut self, path: &str) -> u32 {
@@ -387,24 +434,10 @@ impl History {
         n
     }
 
-    /// Indexes the commits by SHA and resolves every parent to its commit number; gives back
-    /// what the buffers grew by and did not fill.
+    /// Ends the log (a listed commit it did not give is kept with its SHA only), orders the
+    /// commits for the second pass and gives back what the buffers grew by and did not fill.
     pub(crate) fn finish(&mut self) {
-        let n = CommitNo::try_from(self.len()).expect("fewer than 2^32 commits");
-        let mut by_sha: Vec<CommitNo> = (0..n).collect();
-        by_sha.sort_unstable_by(|&a, &b| self.shas.cmp(a as usize, b as usize));
-        self.by_sha = Numbers::Held(by_sha);
-        let parent_shas = std::mem::take(&mut self.parent_shas);
-        let mut at = 0;
-        for &count in &std::mem::take(&mut self.parent_counts) {
-            let count = count as usize;
-            let parents: Vec<CommitNo> = (at..at + count)
-                .map(|k| self.find(&parent_shas.get(k)).unwrap_or(ABSENT))
-                .collect();
-            at += count;
-            self.parents.push(parents);
-        }
-        self.shas.shrink_to_fit();
+        self.pass_over_to(self.len());
         self.parents.shrink_to_fit();
         self.messages.shrink_to_fit();
         self.other_titles.shrink_to_fit();
@@ -610,8 +643,9 @@ impl History {
     /// pass; 10.7 MiB at 400,000 commits). Where a file cannot be written they stay held and
     /// the build goes on (a warning says why).
     pub(crate) fn spill(&mut self) {
-        let spilled =
-            self.shas.spill().and_then(|()| self.by_sha.spill()).and_then(|()| self.order.spill());
+        // Shared only while the first pass reads the log: by now the history holds them alone.
+        let shas = Arc::get_mut(&mut self.shas).map_or(Ok(()), Shas::spill);
+        let spilled = shas.and_then(|()| self.by_sha.spill()).and_then(|()| self.order.spill());
         if let Err(e) = spilled {
             tracing::warn!(error = %e, "the history stays in memory: a temporary file failed");
         }
@@ -627,7 +661,12 @@ impl History {
     /// A history of `commits` (newest first) and `tags`.
     #[cfg(test)]
     pub(crate) fn of(commits: &[Commit], tags: Vec<Tag>) -> History {
-        let mut history = History::default();
+        let mut shas = Shas::default();
+        for c in commits {
+            shas.push(&c.sha);
+        }
+        shas.shrink_to_fit();
+        let mut history = History::listing(Arc::new(shas));
         for c in commits {
             history.push(c);
         }
@@ -686,6 +725,38 @@ mod tests {
     }
 
     #[test]
+    fn the_history_holds_every_listed_commit_in_order_whatever_the_log_gives() {
+        let mut listed = Shas::default();
+        for sha in ["c3", "b2", "a1", "d0"] {
+            listed.push(sha);
+        }
+        let mut history = History::listing(Arc::new(listed));
+        history.push(&commit("c3", &["b2"], "Third", &["x.rs"]));
+        // b2's record was not read; a1 comes next, then a commit never listed and one again.
+        history.push(&commit("a1", &[], "First", &["y.rs"]));
+        history.push(&commit("ff", &["a1"], "Not listed", &[]));
+        history.push(&commit("c3", &[], "Again", &[]));
+        // d0 is never given: the log ended early.
+        history.finish();
+        assert_eq!(history.len(), 4);
+        let [c3, b2, a1, d0] = [0, 1, 2, 3];
+        assert_eq!(["c3", "b2", "a1", "d0"].map(|s| history.find(s)), [c3, b2, a1, d0].map(Some));
+        assert_eq!(history.find("ff"), None);
+        // A parent is resolved as its child comes, before its own record.
+        assert_eq!(history.parents(c3).collect::<Vec<_>>(), [Some(b2)]);
+        assert_eq!((history.edge_lines(c3), history.edge_lines(a1)), ("Third", "First"));
+        assert_eq!(history.files(a1).collect::<Vec<_>>(), ["y.rs"]);
+        // What the log did not give is known by its SHA only.
+        for passed in [b2, d0] {
+            assert_eq!(history.parents(passed).count(), 0);
+            assert_eq!(history.edge_lines(passed), "");
+            assert_eq!(history.files(passed).count(), 0);
+            assert_eq!(history.committed_at(passed), None);
+        }
+        assert_eq!(history.cut_order().len(), 4);
+    }
+
+    #[test]
     fn a_merged_pull_request_s_title_is_its_description_s_first_line_before_and_after_cutting() {
         let mut history = History::of(
             &[
@@ -734,10 +805,10 @@ mod tests {
         let message_bytes: usize = commits.iter().map(|c| c.message.len()).sum();
         let history = History::of(&commits, vec![]);
         let per_commit = history.heap_bytes() / n;
-        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 8 + subject ~38 + its end 8 + the
-        // commit time 8 + the cut order 4 + two paths 8 + their end 8 = ~110 bytes; the whole
-        // messages were ~250 more.
-        assert!(per_commit <= 125, "{per_commit} bytes a commit");
+        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 4 + subject ~38 + its end 8 + the
+        // commit time 8 + the cut order 4 + two paths 8 + their end 4 = ~102 bytes (104
+        // measured; 112 with 8-byte ends); the whole messages were ~250 more.
+        assert!(per_commit <= 108, "{per_commit} bytes a commit");
         assert!(history.heap_bytes() < message_bytes, "less than the messages alone");
         assert_eq!(
             history.title(history.find(&commits[5].sha).unwrap()),
@@ -755,7 +826,7 @@ mod tests {
         // Spilled, those 28 bytes are in temporary files: three blocks are held.
         let order = history.cut_order();
         history.spill();
-        assert!(matches!(history.shas, Shas::Spilled(_)));
+        assert!(matches!(*history.shas, Shas::Spilled(_)));
         assert!(history.heap_bytes() <= 3 * crate::spill::BLOCK, "{}", history.heap_bytes());
         assert_eq!(history.cut_order(), order);
         for (i, c) in commits.iter().enumerate() {
@@ -785,15 +856,16 @@ mod tests {
     #[test]
     fn the_second_pass_reads_commits_by_author_time_then_sha() {
         let at = |s: i64| DateTime::from_timestamp(s, 0);
-        let mut history = History::default();
-        for (sha, t) in [("bb", Some(5)), ("aa", Some(5)), ("cc", Some(1)), ("dd", None)] {
-            history.push(&Commit {
-                sha: sha.into(),
-                authored_at: t.and_then(at),
-                ..Commit::default()
-            });
-        }
-        history.finish();
+        let commits: Vec<Commit> =
+            [("bb", Some(5)), ("aa", Some(5)), ("cc", Some(1)), ("dd", None)]
+                .into_iter()
+                .map(|(sha, t)| Commit {
+                    sha: sha.into(),
+                    authored_at: t.and_then(at),
+                    ..Commit::default()
+                })
+                .collect();
+        let mut history = History::of(&commits, vec![]);
         // Made once the log is read, the order outlives the author times.
         assert!(history.authored_at.is_empty());
         let order: Vec<String> =
@@ -833,12 +905,12 @@ mod tests {
                     .collect()
             };
             let packed = History::of(&commits(&shas), vec![]);
-            prop_assert!(matches!(packed.shas, Shas::Packed { .. }), "packed");
+            prop_assert!(matches!(*packed.shas, Shas::Packed { .. }), "packed");
             // One name that is not hex turns them all into text.
             let mut names = shas.clone();
             names.push("not-hex".into());
             let text = History::of(&commits(&names), vec![]);
-            prop_assert!(matches!(text.shas, Shas::Text(_)), "text");
+            prop_assert!(matches!(*text.shas, Shas::Text(_)), "text");
             let order = |h: &History| -> Vec<String> {
                 h.cut_order().iter().map(|&c| h.sha(c).to_string()).filter(|s| s != "not-hex").collect()
             };
@@ -846,7 +918,7 @@ mod tests {
             // And so do packed SHAs spilled to temporary files, as the second pass reads them.
             let mut spilled = History::of(&commits(&shas), vec![]);
             spilled.spill();
-            prop_assert!(matches!(spilled.shas, Shas::Spilled(_)), "spilled");
+            prop_assert!(matches!(*spilled.shas, Shas::Spilled(_)), "spilled");
             prop_assert_eq!(order(&spilled), order(&text));
             let resolve = |h: &History, p: &str| h.resolve_prefix(p).map(|s| s.to_string());
             for (i, sha) in shas.iter().enumerate() {

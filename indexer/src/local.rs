@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use hubdex_formats::{FileText, Row, RowType};
@@ -56,15 +57,19 @@ pub(crate) fn read_repo(
 ) -> Result<RepoContent, GitError> {
     // Newest change per path, from the date-ordered log: a doc's updated_at.
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    let mut history = History::default();
-    git::for_each_commit(dir, git::Log::Summaries(summaries), |c| {
+    let mut history = History::listing(Arc::new(git::rev_list(dir)?));
+    let listed = history.listed();
+    let mut read = 0usize;
+    git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: summaries }, |c| {
         note_changes(&mut last_change, &c);
         history.push(&c);
-        if history.len().is_multiple_of(1000) {
-            progress(&format!("{} commits", history.len()));
+        read += 1;
+        if read.is_multiple_of(1000) {
+            progress(&format!("{read} commits"));
         }
         true
     })?;
+    drop(listed);
     history.finish();
     history.tags = git::tags(dir)?;
     let commits = history.len();
@@ -293,7 +298,8 @@ pub(crate) fn read_wiki(
     web: Option<&str>,
 ) -> Result<RepoContent, GitError> {
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    git::for_each_commit(dir, git::Log::Summaries(None), |c| {
+    let listed = git::rev_list(dir)?;
+    git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: None }, |c| {
         note_changes(&mut last_change, &c);
         true
     })?;
