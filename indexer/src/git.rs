@@ -383,13 +383,13 @@ fn summary_processes() -> usize {
 /// (git's `tformat`) each commit's record is written the same whatever comes before or after
 /// it, so the records are the bytes one `git log` of them all writes.
 ///
-/// The summaries' commits are listed first by `git rev-list --all --date-order` ([`rev_list`],
-/// which holds only the commit graph: 91 MiB for 400,000 commits, where `git log --all
-/// --date-order --name-only` held 347 MiB with every commit's message and trees), then read
-/// in chunks in that order, `at_once` processes at a time ([`log_ahead`]): the first pass reads every
-/// commit, and listing a commit's paths is git's work (a tree diff), not the indexer's. The
-/// patches stream from one process at a time: the second pass may stop anywhere (a history span
-/// found again), and its rows are the indexer's work.
+/// The summaries' commits are the ones the caller listed with `git rev-list --all
+/// --date-order` ([`rev_list`], which holds only the commit graph: 91 MiB for 400,000 commits,
+/// where `git log --all --date-order --name-only` held 347 MiB with every commit's message and
+/// trees), read in chunks in that order, `at_once` processes at a time ([`log_ahead`]): the
+/// first pass reads every commit, and listing a commit's paths is git's work (a tree diff),
+/// not the indexer's. The patches stream from one process at a time: the second pass may stop
+/// anywhere (a history span found again), and its rows are the indexer's work.
 fn for_each_commit_in_chunks(
     dir: &Path,
     log: Log<'_>,
@@ -635,12 +635,8 @@ pub(crate) fn rev_list(dir: &Path) -> Result<Shas, GitError> {
         }
         Err(e) => return Err(e),
     };
-    let mut shas = Shas::default();
-    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        shas.push(&String::from_utf8_lossy(line));
-    }
-    shas.shrink_to_fit();
-    Ok(shas)
+    let lines = out.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    Ok(Shas::of(lines.map(String::from_utf8_lossy)))
 }
 
 /// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record

@@ -148,6 +148,16 @@ impl Shas {
         }
     }
 
+    /// SHAs kept as [`Shas::push`] keeps them, the buffer shrunk to fit.
+    pub(crate) fn of<S: AsRef<str>>(shas: impl IntoIterator<Item = S>) -> Shas {
+        let mut kept = Shas::default();
+        for sha in shas {
+            kept.push(sha.as_ref());
+        }
+        kept.shrink_to_fit();
+        kept
+    }
+
     /// Every SHA, in order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = Sha<'_>> {
         (0..self.len()).map(|i| self.get(i))
@@ -335,10 +345,8 @@ pub(crate) struct History {
     shas: Arc<Shas>,
     /// Commit numbers ordered by SHA (finding a commit, resolving an abbreviated SHA).
     by_sha: Numbers,
-    /// How many commits [`History::push`] has been given what the log says of (the rest are
-    /// only listed).
-    read: usize,
-    /// Each commit's parents as commit numbers, resolved as the log gives them.
+    /// Each commit's parents as commit numbers, resolved as the log gives them: a list for each
+    /// commit the log has given or passed over ([`History::given`]).
     parents: Lists,
     /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
     /// [`History::drop_messages`] left.
@@ -379,11 +387,12 @@ impl History {
     /// (a record it could not read) is kept with nothing known but its SHA; a commit that is
     /// not listed, or given twice, is passed over with a warning.
     pub(crate) fn push(&mut self, c: &Commit) {
-        let at = if self.read < self.len() && *self.sha(self.read as CommitNo) == *c.sha {
-            self.read
+        let next = self.given();
+        let at = if next < self.len() && *self.sha(next as CommitNo) == *c.sha {
+            next
         } else {
             match self.find(&c.sha).map(|n| n as usize) {
-                Some(at) if at >= self.read => at,
+                Some(at) if at >= next => at,
                 _ => {
                     tracing::warn!(sha = %c.sha, "git log gave a commit git rev-list did not list (or twice): passed over");
                     return;
@@ -406,13 +415,17 @@ impl History {
         self.authored_at.push(seconds(c.authored_at));
         let files: Vec<u32> = c.files.iter().map(|f| self.path_number(f)).collect();
         self.files.push(files);
-        self.read = at + 1;
+    }
+
+    /// How many listed commits the log has given, or passed over, so far.
+    fn given(&self) -> usize {
+        self.parents.ends.len()
     }
 
     /// Keeps the listed commits before `at` the log has not given with nothing known of them
     /// but their SHAs: no parents, message, times or paths.
     fn pass_over_to(&mut self, at: usize) {
-        for c in self.read..at {
+        for c in self.given()..at {
             tracing::warn!(sha = %self.sha(c as CommitNo), "git log did not give this listed commit: kept with its SHA only");
             self.parents.push([]);
             self.messages.push("");
@@ -420,7 +433,6 @@ impl History {
             self.authored_at.push(NO_TIME);
             self.files.push([]);
         }
-        self.read = self.read.max(at);
     }
 
     fn path_number(&mut self, path: &str) -> u32 {
@@ -661,12 +673,7 @@ impl History {
     /// A history of `commits` (newest first) and `tags`.
     #[cfg(test)]
     pub(crate) fn of(commits: &[Commit], tags: Vec<Tag>) -> History {
-        let mut shas = Shas::default();
-        for c in commits {
-            shas.push(&c.sha);
-        }
-        shas.shrink_to_fit();
-        let mut history = History::listing(Arc::new(shas));
+        let mut history = History::listing(Arc::new(Shas::of(commits.iter().map(|c| &c.sha))));
         for c in commits {
             history.push(c);
         }
@@ -726,11 +733,7 @@ mod tests {
 
     #[test]
     fn the_history_holds_every_listed_commit_in_order_whatever_the_log_gives() {
-        let mut listed = Shas::default();
-        for sha in ["c3", "b2", "a1", "d0"] {
-            listed.push(sha);
-        }
-        let mut history = History::listing(Arc::new(listed));
+        let mut history = History::listing(Arc::new(Shas::of(["c3", "b2", "a1", "d0"])));
         history.push(&commit("c3", &["b2"], "Third", &["x.rs"]));
         // b2's record was not read; a1 comes next, then a commit never listed and one again.
         history.push(&commit("a1", &[], "First", &["y.rs"]));
