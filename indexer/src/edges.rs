@@ -292,7 +292,7 @@ impl CommitReleases {
         let (name, date) = self.tags.get(ti as usize)?;
         let sha = history.sha(c);
         let date = date.map(|d| format!(" ({})", d.date_naive())).unwrap_or_default();
-        let evidence = format!("tag {name}{date} contains {}", &sha[..sha.len().min(12)]);
+        let evidence = format!("tag {name}{date} contains {}", &sha[..sha.floor_char_boundary(12)]);
         let source = format!("commit/{sha}");
         let target = format!("release/{name}");
         let edge = Edge {
@@ -418,7 +418,7 @@ pub(crate) fn repo_edges(
                     &format!("commit/{sha}"),
                     (repo.to_string(), r.entity.clone()),
                     Some(&r.id),
-                    format!("merged as {}", &sha[..sha.len().min(12)]),
+                    format!("merged as {}", &sha[..sha.floor_char_boundary(12)]),
                 );
             }
         }
@@ -511,7 +511,7 @@ fn shipped_in(
         }
     }
     let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].0.name));
-    let short = |sha: &str| sha[..sha.len().min(12)].to_string();
+    let short = |sha: &str| sha[..sha.floor_char_boundary(12)].to_string();
     // Each commit's edge, in commit order after the edges made so far: kept as numbers.
     if release_of.iter().any(Option::is_some) {
         let first = set.edges.len();

@@ -255,7 +255,8 @@ fn read_code(
             return;
         }
         let Ok(text) = String::from_utf8(bytes) else { return };
-        if looks_generated(&text[..text.len().min(2000)]) {
+        // Its first 2,000 bytes, cut back to a character's start (a file is any UTF-8).
+        if looks_generated(&text[..text.floor_char_boundary(2000)]) {
             return;
         }
         let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
@@ -837,6 +838,24 @@ pub(crate) fn doc_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_file_with_a_character_across_its_2000th_byte_is_read() {
+        // A box-drawing character (3 bytes) over bytes 1999..2002, as in a real licence header:
+        // the check for a generated file reads the file's head up to a character's start.
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        crate::git::tests::git_ok(d, &["init", "-q", "-b", "main"]);
+        let text = format!("// {}\u{2502}\nfn main() {{}}\n", "x".repeat(1996));
+        assert!(!text.is_char_boundary(2000));
+        std::fs::write(d.join("main.rs"), &text).unwrap();
+        crate::git::tests::git_ok(d, &["add", "-A"]);
+        crate::git::tests::git_ok(d, &["commit", "-q", "-m", "one file"]);
+        let content = read_repo(d, "o/r", None, &RepoRules::default(), None, |_| {}).unwrap();
+        assert_eq!(content.files.len(), 1);
+        assert_eq!(content.files[0].content, text);
+        assert!(content.rows.iter().any(|r| r.kind() == RowType::Code), "{:?}", content.rows);
+    }
 
     #[test]
     fn a_long_diff_is_cut_with_a_count_of_what_was_left_out() {

@@ -33,7 +33,7 @@ fn result_lines(out: &mut String, i: usize, l: Line<'_>) {
         let _ = write!(out, " {p}");
     }
     if let Some(sha) = commit {
-        let _ = write!(out, " commit {}", &sha[..sha.len().min(12)]);
+        let _ = write!(out, " commit {}", &sha[..sha.floor_char_boundary(12)]);
     }
     if let Some(t) = updated {
         let _ = write!(out, " updated {t}");
@@ -165,4 +165,32 @@ pub fn related_text(a: &RelatedAnswer) -> String {
         out.push_str("no cross-references\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_that_is_not_hex_is_shortened_at_a_character_not_a_byte() {
+        // Stored rows come from an API as well as from git: a commit field is any UTF-8.
+        let line = |commit| {
+            let mut out = String::new();
+            let l = Line {
+                kind: "commit",
+                title: None,
+                repo: "o/r",
+                id: "c_1",
+                place: None,
+                commit: Some(commit),
+                updated: None,
+                snippet: "",
+            };
+            result_lines(&mut out, 0, l);
+            out
+        };
+        assert!(line("0123456789abcdef").contains(" commit 0123456789ab\n"));
+        // "€" is three bytes: byte 12 falls inside the fourth.
+        assert!(line("ab€€€€").contains(" commit ab€€€\n"), "{}", line("ab€€€€"));
+    }
 }
