@@ -14,7 +14,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 pub const FILES_PARQUET: &str = "files.parquet";
 
 /// One file's text at one commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileText {
     /// Repository path.
     pub path: String,

@@ -400,6 +400,14 @@ impl<'h> Cutter<'h> {
         self
     }
 
+    /// Files whose rows come next: they go in the build segment of their entity's first row
+    /// (the last build segment's, with the other files no row claimed, if none comes).
+    pub(crate) fn expect_files(&mut self, files: Vec<FileText>) {
+        for f in files {
+            self.files.entry(format!("file/{}", f.path)).or_default().push(f);
+        }
+    }
+
     /// Takes the next row of the stream: one that is not the history's.
     pub(crate) fn push(&mut self, row: Row) {
         self.push_at(row, None);
@@ -759,7 +767,9 @@ mod tests {
         rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
         let edges = || {
             let threads = &rows[rows.len() - 1..];
-            repo_edges("o/r", None, threads, &history, true, &ReleaseTags::Versions)
+            let no_files = crate::tree::TreeFiles::default();
+            repo_edges("o/r", None, threads, &no_files, &history, true, &ReleaseTags::Versions)
+                .unwrap()
         };
         let share = 60_000;
         let mut cutter = Cutter::new(Vec::new(), edges(), &history, share, 384);

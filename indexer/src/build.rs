@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, FileText, Manifest, ManifestSegment, MergeLimits,
+    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeLimits,
     ModelIdentity, Row, Store, TextEmbedder, Texts, cache_dir, quantize, read_rows, sha256_hex,
     snapshot_id, start_segment,
 };
@@ -28,6 +28,7 @@ use crate::github::{
 };
 use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
 use crate::spans::{RowAt, SpanKeys};
+use crate::tree::TreeFiles;
 
 /// What a build is asked to do.
 #[derive(Clone)]
@@ -368,17 +369,19 @@ pub(crate) async fn plan(opts: &BuildOptions) -> anyhow::Result<Plan> {
     Ok(Plan { store, prev, repos, client, rules })
 }
 
-/// What crawling one repository gives: its rows (without vectors unless carried over) but the
-/// history's, which are read as a stream when its build segments are cut ([`CommitRows`]); file
-/// texts, and the crawl cursor to save once published.
+/// What crawling one repository gives: its threads' and releases' rows (without vectors unless
+/// carried over), its files at HEAD with their rows, spilled ([`TreeFiles`]), and its history,
+/// whose rows are read as a stream when its build segments are cut ([`CommitRows`]); and the
+/// crawl cursor to save once published.
 pub(crate) struct Crawled {
-    /// Threads, releases, docs, code and wiki pages: bounded by the tree at HEAD and the API.
+    /// Threads and releases: bounded by the API's items.
     pub(crate) rows: Vec<Row>,
+    /// Docs, wiki pages and code with their files' texts, read back a path at a time.
+    pub(crate) tree: TreeFiles,
     /// The history's rows (commits and diffs), streamed from git.
     pub(crate) commits: CommitRows,
     /// Cross-references of the repository (see [`crate::edges`]).
     pub(crate) edges: RepoEdges,
-    pub(crate) files: Vec<FileText>,
     pub(crate) cursor: Option<Cursor>,
 }
 
@@ -393,7 +396,7 @@ pub(crate) async fn crawl_one(
     report: &mut BuildReport,
     crawl: &ProgressBar,
 ) -> anyhow::Result<Crawled> {
-    let (mut rows, mut files, cursor, mut commits, web) = match source {
+    let (mut rows, tree, cursor, mut commits, web) = match source {
         Source::Local(dir) => {
             let web = git::web_url(repo);
             let summaries = git::SummaryCache::of(&opts.cache, dir);
@@ -402,7 +405,7 @@ pub(crate) async fn crawl_one(
                 crawl.set_message(format!("crawling {repo}: {m}"))
             })
             .with_context(|| format!("reading {}", dir.display()))?;
-            (content.rows, content.files, None, content.commits, web)
+            (Vec::new(), content.tree, None, content.commits, web)
         }
         Source::GitHub => {
             let client = plan.client.as_ref().expect("a client exists when a GitHub source does");
@@ -440,16 +443,15 @@ pub(crate) async fn crawl_one(
                 let wiki_dir = opts.cache.join("repos").join(format!("{repo}.wiki.git"));
                 match github::clone_or_fetch(&github::wiki_url(&clone_url), &wiki_dir, token) {
                     Ok(d) => {
-                        let wiki = read_wiki(&d, repo, web.as_deref())?;
-                        content.rows.extend(wiki.rows);
-                        content.files.extend(wiki.files);
+                        let wiki = read_wiki(&d, repo, web.as_deref(), &rules)?;
+                        content.tree.append(wiki).context("keeping the wiki's pages")?;
+                        content.tree.flush().context("keeping the wiki's pages")?;
                     }
                     // A repository whose wiki was never written has no wiki repository.
                     Err(e) => tracing::info!(repo = %repo, error = %e, "no wiki"),
                 }
             }
-            let mut rows = content.rows;
-            rows.extend(carried_rows(previous, &api));
+            let mut rows = carried_rows(previous, &api);
             rows.extend(api.threads.into_values().flatten());
             if let Some(releases) = api.releases {
                 rows.extend(releases);
@@ -459,12 +461,12 @@ pub(crate) async fn crawl_one(
             rows.retain(|r| seen.insert(r.id.clone()));
             // Commit rows take in the text of the threads that merged or closed them.
             content.commits.link(ThreadLinks::of(&rows));
-            (rows, content.files, Some(api.cursor), content.commits, web)
+            (rows, content.tree, Some(api.cursor), content.commits, web)
         }
     };
     let rules = plan.rules_of(repo);
+    // The files at HEAD were kept by these rules as they were read.
     rows.retain(|r| rules.keeps(r));
-    files.retain(|f| rules.keeps_path(&f.path));
     let history = commits.history();
     let held = history.heap_bytes() as f64 / f64::from(1 << 20);
     crawl.set_message(format!(
@@ -473,9 +475,11 @@ pub(crate) async fn crawl_one(
     ));
     let releases = ReleaseTags::of(rules.release_tags.as_ref(), &rows);
     let commit_rows = commits.has_commit_rows();
-    let edges = repo_edges(repo, web.as_deref(), &rows, commits.history(), commit_rows, &releases);
+    let edges =
+        repo_edges(repo, web.as_deref(), &rows, &tree, commits.history(), commit_rows, &releases)
+            .with_context(|| format!("reading back the files at HEAD of {repo}"))?;
     commits.edges_made();
-    Ok(Crawled { rows, commits, files, edges, cursor })
+    Ok(Crawled { rows, tree, commits, edges, cursor })
 }
 
 /// One repository's build segments as they are cut (see [`cut_stream`]), ready to embed.
@@ -511,10 +515,10 @@ pub(crate) fn cut_stream(
     let (tx, rx) = tokio::sync::mpsc::channel::<budget::Part>(1);
     let repo = repo.to_string();
     let handle = tokio::task::spawn_blocking(move || {
-        let Crawled { mut rows, commits, files, edges, .. } = crawled;
+        let Crawled { mut rows, tree, commits, edges, .. } = crawled;
         let CutOptions { share, dim, git_version, in_flight } = cut;
         let keys = SpanKeys::new(&commits, share, dim, &git_version);
-        let mut cutter = budget::Cutter::new(files, edges, commits.history(), share, dim)
+        let mut cutter = budget::Cutter::new(Vec::new(), edges, commits.history(), share, dim)
             .with_spans(&keys, &previous);
         let gate = budget::InFlight::new(in_flight);
         let mut open = true;
@@ -590,12 +594,30 @@ pub(crate) fn cut_stream(
             }
         }
         let skipped = if cutter.reused_any() { (all - read.get()) as u64 } else { 0 };
+        // Threads and releases, then the files at HEAD by path: the stream's order (the files'
+        // rows are none of the held ones).
         rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
+        let mut going = true;
         for row in rows {
             cutter.push(row);
-            if !send(&mut cutter) {
+            going = send(&mut cutter);
+            if !going {
                 break;
             }
+        }
+        if going {
+            tree.for_each_path(|files, mut rows| {
+                rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
+                cutter.expect_files(files);
+                for row in rows {
+                    cutter.push(row);
+                    if !send(&mut cutter) {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            })
+            .with_context(|| format!("reading back the files at HEAD of {repo}"))?;
         }
         let last = cutter.finish();
         spill_check(&commits, &repo)?;

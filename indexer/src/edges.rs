@@ -27,6 +27,7 @@ use regex::Regex;
 
 use crate::history::{CommitNo, History, Tag};
 use crate::refs::find_refs;
+use crate::tree::TreeFiles;
 
 /// Tags that version the repository itself: `1.2`, `1.2.3`, `v1.2.3`, `v1.2.3-rc.1`; not a
 /// sub-package's `name-1.2.3`.
@@ -309,18 +310,20 @@ impl CommitReleases {
     }
 }
 
-/// Every edge of `repo`, from `history` and the repository's other final `rows` (threads,
-/// releases, docs, code: after its rules; its history's rows, if given, are passed over).
-/// `commit_rows` says whether every commit of the history has a row (evidence of its edges);
-/// `web` is the repository's web address (edge URLs); `releases` says which tags are releases.
+/// Every edge of `repo`, from `history`, the repository's other final `rows` (threads,
+/// releases: after its rules; its history's rows, if given, are passed over) and its files at
+/// HEAD (`tree`: docs, wiki pages, code, read back one path at a time). `commit_rows` says
+/// whether every commit of the history has a row (evidence of its edges); `web` is the
+/// repository's web address (edge URLs); `releases` says which tags are releases.
 pub(crate) fn repo_edges(
     repo: &str,
     web: Option<&str>,
     rows: &[Row],
+    tree: &TreeFiles,
     history: &History,
     commit_rows: bool,
     releases: &ReleaseTags,
-) -> RepoEdges {
+) -> std::io::Result<RepoEdges> {
     let commit_row =
         |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
     let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
@@ -388,42 +391,37 @@ pub(crate) fn repo_edges(
         mentions(&mut set, &source, evidence_id, msg, repo, history);
     }
 
-    // Threads, releases and docs: closing keywords in a pull request's description, the merge
-    // commit the crawl gives, and what every row mentions.
+    // Threads, releases and files: closing keywords in a pull request's description, the merge
+    // commit the crawl gives, and what every row mentions. The rows are taken in one order (a
+    // thread's own row states an edge before its comments do; then by time), and an edge is
+    // kept once per source: so a row's edges depend only on its entity's rows before it, and
+    // the files' rows can be read a path at a time (a path's rows are its entity's) and their
+    // edges put in that order afterwards.
     let mut rows_sorted: Vec<&Row> =
         rows.iter().filter(|r| !matches!(r.kind(), RowType::Commit | RowType::Diff)).collect();
-    // The thread's own row states an edge before its comments do.
-    rows_sorted.sort_by(|a, b| {
-        (!is_head(a), a.created_at, &a.id).cmp(&(!is_head(b), b.created_at, &b.id))
-    });
+    rows_sorted.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
+    let start = set.edges.len();
+    // The row that made each edge from `start` on, by its place in that order.
+    let mut made_by: Vec<(bool, Option<DateTime<Utc>>, String)> = Vec::new();
+    let mut row_edges = |set: &mut EdgeSet<'_>, r: &Row| {
+        let before = set.edges.len();
+        thread_and_file_edges(set, r, repo, history);
+        let (head, time, id) = row_order(r);
+        made_by.extend(std::iter::repeat_n((head, time, id.clone()), set.edges.len() - before));
+    };
     for r in rows_sorted {
-        if r.kind() == RowType::PullRequest && r.chunk_index == 0 {
-            for m in CLOSING.captures_iter(&r.body) {
-                let whole = m.get(0).expect("group 0");
-                if let Some(t) =
-                    resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
-                {
-                    set.add(
-                        EdgeKind::Closes,
-                        &r.entity,
-                        t,
-                        Some(&r.id),
-                        phrase_at(&r.body, whole.start()),
-                    );
-                }
-            }
-            if let (Some(sha), Some("merged")) = (&r.commit_sha, r.state.as_deref()) {
-                set.add(
-                    EdgeKind::PullRequestOf,
-                    &format!("commit/{sha}"),
-                    (repo.to_string(), r.entity.clone()),
-                    Some(&r.id),
-                    format!("merged as {}", &sha[..sha.floor_char_boundary(12)]),
-                );
-            }
-        }
-        mentions(&mut set, &r.entity, Some(&r.id), &r.body, repo, history);
+        row_edges(&mut set, r);
     }
+    tree.for_each_path(|_, mut rows| {
+        rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
+        rows.iter().for_each(|r| row_edges(&mut set, r));
+        Ok(true)
+    })?;
+    let mut order: Vec<usize> = (0..made_by.len()).collect();
+    // Stable: one row's edges keep the order it made them in.
+    order.sort_by(|&a, &b| made_by[a].cmp(&made_by[b]));
+    let mut made: Vec<Option<Edge>> = set.edges.drain(start..).map(Some).collect();
+    set.edges.extend(order.into_iter().filter_map(|i| made[i].take()));
 
     let mut commits = CommitReleases {
         repo: repo.to_string(),
@@ -437,7 +435,42 @@ pub(crate) fn repo_edges(
     let after = commits.len();
     let listed = set.edges.into_iter().enumerate();
     let listed = listed.map(|(i, e)| (if i < before { i } else { i + after }, e)).collect();
-    RepoEdges { listed, commits }
+    Ok(RepoEdges { listed, commits })
+}
+
+/// Where a thread's, release's or file's row comes in [`repo_edges`]' order.
+fn row_order(r: &Row) -> (bool, Option<DateTime<Utc>>, &String) {
+    (!is_head(r), r.created_at, &r.id)
+}
+
+/// The edges one thread's, release's or file's row states: closing keywords in a pull
+/// request's description, the merge commit the crawl gives, and what the row mentions.
+fn thread_and_file_edges(set: &mut EdgeSet<'_>, r: &Row, repo: &str, history: &History) {
+    if r.kind() == RowType::PullRequest && r.chunk_index == 0 {
+        for m in CLOSING.captures_iter(&r.body) {
+            let whole = m.get(0).expect("group 0");
+            if let Some(t) = resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
+            {
+                set.add(
+                    EdgeKind::Closes,
+                    &r.entity,
+                    t,
+                    Some(&r.id),
+                    phrase_at(&r.body, whole.start()),
+                );
+            }
+        }
+        if let (Some(sha), Some("merged")) = (&r.commit_sha, r.state.as_deref()) {
+            set.add(
+                EdgeKind::PullRequestOf,
+                &format!("commit/{sha}"),
+                (repo.to_string(), r.entity.clone()),
+                Some(&r.id),
+                format!("merged as {}", &sha[..sha.floor_char_boundary(12)]),
+            );
+        }
+    }
+    mentions(set, &r.entity, Some(&r.id), &r.body, repo, history);
 }
 
 /// A release (its position among the release tags), how an entity reached it, and the row
@@ -562,6 +595,7 @@ mod tests {
     use crate::git::Commit;
     use crate::history::edge_lines;
     use chrono::{DateTime, Utc};
+    use hubdex_formats::FileText;
     use proptest::prelude::*;
 
     /// What edges read in a commit message: its subject, the references, the closing and
@@ -579,6 +613,71 @@ mod tests {
                 .map(|m| (m[1].to_string(), phrase_at(msg, m.get(0).unwrap().start()))),
         );
         (subject, refs, matches)
+    }
+
+    #[test]
+    fn the_files_edges_read_back_a_path_at_a_time_fall_where_held_rows_would_put_them() {
+        // Comments and two files' chunks, each mentioning an issue, at times that interleave;
+        // one file's two chunks mention the same issue (kept once, by the chunk first in order).
+        let at = |t: i64| DateTime::<Utc>::from_timestamp(1_700_000_000 + t, 0);
+        let row = |kind, entity: &str, chunk, t, body: &str| {
+            let mut r = Row::new(kind, "o/r", entity, chunk);
+            r.created_at = at(t);
+            r.set_body(body);
+            r
+        };
+        let comments = vec![
+            row(RowType::IssueComment, "issue/1", 1, 10, "see #11"),
+            row(RowType::IssueComment, "issue/2", 1, 30, "see #12"),
+            row(RowType::IssueComment, "issue/2", 2, 20, "see #13"),
+        ];
+        let files = [
+            ("b.md", vec![row(RowType::Doc, "file/b.md", 0, 20, "#14 and #15")]),
+            ("a.rs", (0..4).map(|i| row(RowType::Code, "file/a.rs", i, 20, "about #16")).collect()),
+        ];
+        let mut tree = TreeFiles::default();
+        for (path, rows) in files.clone() {
+            let text = FileText {
+                path: path.into(),
+                commit_sha: "c".repeat(40),
+                language: None,
+                content: String::new(),
+            };
+            tree.add(text, rows).unwrap();
+        }
+        tree.flush().unwrap();
+        let history = History::default();
+        let edges = |rows: &[Row], tree: &TreeFiles| {
+            repo_edges("o/r", None, rows, tree, &history, false, &ReleaseTags::Versions)
+                .unwrap()
+                .into_vec(&history)
+        };
+        let spilled = edges(&comments, &tree);
+        let mut held = comments.clone();
+        held.extend(files.into_iter().flat_map(|(_, rows)| rows));
+        assert_eq!(spilled, edges(&held, &TreeFiles::default()));
+        let targets: Vec<(&str, &str)> =
+            spilled.iter().map(|e| (e.source.as_str(), e.target.as_str())).collect();
+        // By time (10, 20, 30); the rows of time 20 by id.
+        let mut at_20: Vec<&Row> = held.iter().filter(|r| r.created_at == at(20)).collect();
+        at_20.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut expected = vec![("issue/1", "issue/11")];
+        let mut a_rs = false;
+        for r in at_20 {
+            match r.entity.as_str() {
+                "issue/2" => expected.push(("issue/2", "issue/13")),
+                "file/b.md" => {
+                    expected.extend([("file/b.md", "issue/14"), ("file/b.md", "issue/15")])
+                }
+                _ if !a_rs => {
+                    a_rs = true;
+                    expected.push(("file/a.rs", "issue/16"));
+                }
+                _ => {}
+            }
+        }
+        expected.push(("issue/2", "issue/12"));
+        assert_eq!(targets, expected);
     }
 
     proptest! {
@@ -679,10 +778,12 @@ mod tests {
             "o/r",
             Some("https://github.com/o/r"),
             &[],
+            &TreeFiles::default(),
             &history,
             false,
             &ReleaseTags::Versions,
         )
+        .unwrap()
         .into_vec(&history);
         assert_eq!(find(&edges, EdgeKind::Closes, "commit/b2"), ["issue/3"]);
         assert_eq!(find(&edges, EdgeKind::PullRequestOf, "commit/b2"), ["issue/5"]);

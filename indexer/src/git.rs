@@ -49,6 +49,9 @@ pub enum GitError {
         /// What git printed on stderr.
         stderr: String,
     },
+    /// The files read at HEAD could not be written to (or read back from) their temporary file.
+    #[error("keeping the files at HEAD in a temporary file: {0}")]
+    Spill(#[source] std::io::Error),
     /// A SOURCE path does not exist.
     #[error("source {0} does not exist")]
     NoSuchPath(PathBuf),

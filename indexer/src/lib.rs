@@ -20,6 +20,7 @@ mod refs;
 mod spans;
 mod spill;
 mod stages;
+mod tree;
 
 pub use budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget, parse_size};
 pub use build::{BuildOptions, BuildReport, build, build_with};

@@ -15,6 +15,7 @@ use crate::git::{self, Commit, GitError};
 use crate::history::{CommitNo, History};
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
+use crate::tree::TreeFiles;
 
 /// Diff lines a commit row keeps; the rest are counted in a marker line.
 pub const DIFF_MAX_LINES: usize = 200;
@@ -22,13 +23,13 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: u64 = 1 << 20;
 
-/// What a repository yields before its history's rows: the rows of its files at HEAD (docs
-/// and code), their full texts, and its history ([`CommitRows`]: what cross-references need,
-/// and the history's own rows as a stream read once).
+/// What a repository yields before its history's rows: its files at HEAD (docs and code, kept
+/// by its rules) with their rows, spilled as they are read ([`TreeFiles`]), and its history
+/// ([`CommitRows`]: what cross-references need, and the history's own rows as a stream read
+/// once).
 #[derive(Debug, Default)]
 pub(crate) struct RepoContent {
-    pub(crate) rows: Vec<Row>,
-    pub(crate) files: Vec<FileText>,
+    pub(crate) tree: TreeFiles,
     pub(crate) commits: CommitRows,
 }
 
@@ -79,8 +80,7 @@ pub(crate) fn read_repo(
         Vec::new()
     };
     let mut content = RepoContent {
-        rows: Vec::new(),
-        files: Vec::new(),
+        tree: TreeFiles::default(),
         commits: CommitRows {
             dir: dir.to_path_buf(),
             repo: repo.to_string(),
@@ -92,12 +92,14 @@ pub(crate) fn read_repo(
         },
     };
     let Some(tree) = head_tree(dir)? else { return Ok(content) };
-    read_docs(dir, &tree, repo, web, DocSource::Repo, &last_change, &mut content)?;
-    let docs = content.rows.len();
+    let out = &mut content.tree;
+    read_docs(dir, &tree, repo, web, DocSource::Repo, rules, &last_change, out)?;
+    let docs = out.rows();
     if rules.wants(RowType::Code) {
-        read_code(dir, &tree, repo, web, rules, &last_change, &mut content)?;
+        read_code(dir, &tree, repo, web, rules, &last_change, out)?;
     }
-    let code = content.rows.len() - docs;
+    out.flush().map_err(GitError::Spill)?;
+    let code = out.rows() - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
 }
@@ -231,7 +233,8 @@ impl CommitRows {
 }
 
 /// Reads the source files at HEAD as `code` rows (see [`crate::code`]): every text file that is
-/// not markdown, not vendored or generated, and not larger than the rules allow.
+/// not markdown, not vendored or generated, and not larger than the rules allow. Each file goes
+/// to `out` as it is read.
 fn read_code(
     dir: &Path,
     tree: &HeadTree,
@@ -239,7 +242,7 @@ fn read_code(
     web: Option<&str>,
     rules: &RepoRules,
     last_change: &HashMap<String, DateTime<Utc>>,
-    out: &mut RepoContent,
+    out: &mut TreeFiles,
 ) -> Result<(), GitError> {
     let head = &tree.head;
     let paths: Vec<String> = tree
@@ -250,7 +253,11 @@ fn read_code(
         .cloned()
         .collect();
     let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
+    let mut spilled = Ok(());
     git::for_each_blob(dir, head, &paths, rules.code.max_file_bytes, |path, bytes| {
+        if spilled.is_err() {
+            return;
+        }
         if bytes[..bytes.len().min(8000)].contains(&0) {
             return;
         }
@@ -263,6 +270,7 @@ fn read_code(
         let updated = last_change.get(path).copied();
         let file_name = path.rsplit('/').next().unwrap_or(path);
         let chunked = chunk_code(path, &text, opts);
+        let mut rows = Vec::with_capacity(chunked.chunks.len());
         for (i, chunk) in chunked.chunks.into_iter().enumerate() {
             let mut row = Row::new(RowType::Code, repo, &format!("file/{path}"), i as u32);
             row.title = Some(match &chunk.symbol {
@@ -281,15 +289,32 @@ fn read_code(
                 format!("{w}/blob/{head}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
             });
             row.set_body(&chunk.text);
-            out.rows.push(row);
+            rows.push(row);
         }
-        out.files.push(FileText {
+        let file = FileText {
             path: path.to_string(),
             commit_sha: head.clone(),
             language: language.map(str::to_string),
             content: text,
-        });
-    })
+        };
+        spilled = keep(rules, out, file, rows);
+    })?;
+    spilled.map_err(GitError::Spill)
+}
+
+/// Writes `file` and the rows of it `rules` keep to `out`, unless its path is excluded (then
+/// none of its rows are kept either: they carry its path).
+fn keep(
+    rules: &RepoRules,
+    out: &mut TreeFiles,
+    file: FileText,
+    mut rows: Vec<Row>,
+) -> std::io::Result<()> {
+    if !rules.keeps_path(&file.path) {
+        return Ok(());
+    }
+    rows.retain(|r| rules.keeps(r));
+    out.add(file, rows)
 }
 
 /// Reads the markdown pages of a wiki repository as `wiki_doc` rows (paths under `wiki/`).
@@ -297,18 +322,20 @@ pub(crate) fn read_wiki(
     dir: &Path,
     repo: &str,
     web: Option<&str>,
-) -> Result<RepoContent, GitError> {
+    rules: &RepoRules,
+) -> Result<TreeFiles, GitError> {
     let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     let listed = git::rev_list(dir)?;
     git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: None }, |c| {
         note_changes(&mut last_change, &c);
         true
     })?;
-    let mut content = RepoContent::default();
+    let mut out = TreeFiles::default();
     if let Some(tree) = head_tree(dir)? {
-        read_docs(dir, &tree, repo, web, DocSource::Wiki, &last_change, &mut content)?;
+        read_docs(dir, &tree, repo, web, DocSource::Wiki, rules, &last_change, &mut out)?;
     }
-    Ok(content)
+    out.flush().map_err(GitError::Spill)?;
+    Ok(out)
 }
 
 /// The commit HEAD points at and the paths of its tree, listed once for docs and code.
@@ -324,18 +351,26 @@ fn head_tree(dir: &Path) -> Result<Option<HeadTree>, GitError> {
     Ok(Some(HeadTree { head, files }))
 }
 
+/// Reads the markdown files at HEAD as `doc` (or `wiki_doc`) rows, each file to `out` as it is
+/// read.
+#[allow(clippy::too_many_arguments)]
 fn read_docs(
     dir: &Path,
     tree: &HeadTree,
     repo: &str,
     web: Option<&str>,
     source: DocSource,
+    rules: &RepoRules,
     last_change: &HashMap<String, DateTime<Utc>>,
-    out: &mut RepoContent,
+    out: &mut TreeFiles,
 ) -> Result<(), GitError> {
     let head = &tree.head;
     let docs: Vec<String> = tree.files.iter().filter(|p| is_markdown(p)).cloned().collect();
+    let mut spilled = Ok(());
     git::for_each_blob(dir, head, &docs, DOC_MAX_BYTES, |path, bytes| {
+        if spilled.is_err() {
+            return;
+        }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -345,14 +380,16 @@ fn read_docs(
             DocSource::Repo => path.to_string(),
             DocSource::Wiki => format!("wiki/{path}"),
         };
-        out.rows.extend(doc_rows(repo, web, source, &shown, head, &text, updated));
-        out.files.push(FileText {
+        let rows = doc_rows(repo, web, source, &shown, head, &text, updated);
+        let file = FileText {
             path: shown,
             commit_sha: head.clone(),
             language: Some("markdown".into()),
             content: text,
-        });
-    })
+        };
+        spilled = keep(rules, out, file, rows);
+    })?;
+    spilled.map_err(GitError::Spill)
 }
 
 fn is_markdown(path: &str) -> bool {
@@ -852,9 +889,17 @@ mod tests {
         crate::git::tests::git_ok(d, &["add", "-A"]);
         crate::git::tests::git_ok(d, &["commit", "-q", "-m", "one file"]);
         let content = read_repo(d, "o/r", None, &RepoRules::default(), None, |_| {}).unwrap();
-        assert_eq!(content.files.len(), 1);
-        assert_eq!(content.files[0].content, text);
-        assert!(content.rows.iter().any(|r| r.kind() == RowType::Code), "{:?}", content.rows);
+        let mut files = Vec::new();
+        content
+            .tree
+            .for_each_file(|f, rows| {
+                files.push((f, rows));
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].0.content, text);
+        assert!(files[0].1.iter().any(|r| r.kind() == RowType::Code), "{:?}", files[0].1);
     }
 
     #[test]
