@@ -177,10 +177,19 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
 }
 
 /// One record of `git log`'s output: with `patches`, what follows the message is the diff;
-/// without, the paths the commit changed (`--name-only`).
-fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
+/// without, the paths the commit changed (`--name-only`). With `patches` the record's bytes are
+/// taken and become the diff where they lie (a commit's diff can be most of a repository: an
+/// import commit's is not copied).
+fn parse_record(raw: &mut Vec<u8>, patches: bool) -> Option<Commit> {
     // Bytes that are not UTF-8 (old encodings in messages or diffs) become U+FFFD.
-    let text = String::from_utf8_lossy(raw);
+    let text: std::borrow::Cow<'_, str> = if patches {
+        match String::from_utf8(std::mem::take(raw)) {
+            Ok(text) => text.into(),
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned().into(),
+        }
+    } else {
+        String::from_utf8_lossy(raw)
+    };
     let mut f = text.splitn(10, FIELD);
     let sha = f.next()?.trim().to_string();
     if sha.len() < 40 {
@@ -194,13 +203,17 @@ fn parse_record(raw: &[u8], patches: bool) -> Option<Commit> {
     let message = f.next()?.trim_end().to_string();
     let rest = f.next().unwrap_or("");
     let (files, diff) = if patches {
-        let diff = rest.trim_start_matches('\n').to_string();
+        let diff = rest.trim_start_matches('\n');
         let mut files = Vec::new();
         for line in diff.lines() {
             if let Some(path) = patch_path(line) {
                 files.push(path.to_string());
             }
         }
+        // Where the diff starts in the record: what comes before it is dropped in place.
+        let start = diff.as_ptr() as usize - text.as_ptr() as usize;
+        let mut diff = text.into_owned();
+        diff.drain(..start);
         (files, diff)
     } else {
         // `--name-only`: a path a line. A path git quotes (a quote, a backslash or a control
@@ -649,7 +662,7 @@ fn log_records(
     attributes: &Path,
     args: &[&str],
     request: String,
-    each: impl FnMut(&[u8]) -> bool,
+    each: impl FnMut(&mut Vec<u8>) -> bool,
 ) -> Result<(), GitError> {
     let mut child = log_command(dir, attributes, args)
         .stdin(Stdio::piped())
@@ -683,11 +696,15 @@ fn log_records(
     Ok(())
 }
 
+/// A record buffer larger than this is not kept for the next record: one import commit's diff
+/// would otherwise stay allocated for the rest of its `git log`.
+const KEEP_RECORD_BUFFER: usize = 1 << 20;
+
 /// Hands each record of `git log`'s output (the bytes after a [`RECORD`] separator) to
-/// `each`, which returns false to stop; whether it stopped.
+/// `each`, which returns false to stop; whether it stopped. `each` may take the record's bytes.
 fn each_record(
     mut out: impl BufRead,
-    mut each: impl FnMut(&[u8]) -> bool,
+    mut each: impl FnMut(&mut Vec<u8>) -> bool,
 ) -> std::io::Result<bool> {
     let mut buf = Vec::new();
     let mut first = true;
@@ -703,8 +720,11 @@ fn each_record(
             first = false;
             continue; // the bytes before the first separator
         }
-        if !each(&buf) {
+        if !each(&mut buf) {
             return Ok(true);
+        }
+        if buf.capacity() > KEEP_RECORD_BUFFER {
+            buf = Vec::new();
         }
     }
 }
@@ -824,6 +844,50 @@ pub(crate) mod tests {
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn a_large_record_s_buffer_is_not_kept_for_the_records_after_it() {
+        let big = "x".repeat(3 * KEEP_RECORD_BUFFER);
+        let out = format!("\x1ea\x1e{big}\x1eb\x1e");
+        let mut seen = Vec::new();
+        let stopped = each_record(out.as_bytes(), |raw| {
+            seen.push((raw.len(), raw.capacity()));
+            true
+        });
+        assert!(matches!(stopped, Ok(false)));
+        let lens: Vec<usize> = seen.iter().map(|s| s.0).collect();
+        assert_eq!(lens, [1, big.len(), 1]);
+        assert!(seen[2].1 <= KEEP_RECORD_BUFFER, "the third record's buffer: {:?}", seen[2]);
+    }
+
+    #[test]
+    fn a_patch_record_becomes_its_commit_with_the_diff_in_place() {
+        let diff = "diff --git a/caf\u{e9}.rs b/caf\u{e9}.rs\n+\u{2502}\n";
+        let header = [
+            "a".repeat(40),
+            String::new(),
+            "A".into(),
+            "a@x".into(),
+            "2026-01-01T00:00:00Z".into(),
+            "C".into(),
+            "c@x".into(),
+            "2026-01-02T00:00:00Z".into(),
+            "subject\n\nbody\n".into(),
+        ];
+        let mut raw = format!("{}\u{1f}\n\n{diff}", header.join("\u{1f}")).into_bytes();
+        let c = parse_record(&mut raw, true).unwrap();
+        assert!(raw.is_empty(), "the record's bytes were taken");
+        assert_eq!(
+            (c.sha.as_str(), c.message.as_str()),
+            ("a".repeat(40).as_str(), "subject\n\nbody")
+        );
+        assert_eq!(c.files, ["caf\u{e9}.rs"]);
+        assert_eq!(c.diff, diff);
+        // Bytes that are not UTF-8 become U+FFFD, in the diff as in the rest.
+        let mut raw = format!("{}\u{1f}\n", header.join("\u{1f}")).into_bytes();
+        raw.extend(b"+\xff\n");
+        assert_eq!(parse_record(&mut raw, true).unwrap().diff, "+\u{fffd}\n");
     }
 
     #[test]
