@@ -455,6 +455,61 @@ fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     assert!(whole >= cut + 50, "peak {cut} MiB under 32 MiB against {whole} MiB unbounded");
 }
 
+/// A repository at `dir` whose tree at HEAD is `files` Rust files of about 100 KB (50 functions
+/// of 2 KB each), added four a commit, so that no one commit's diff is large: its files at HEAD
+/// are most of what it holds.
+fn wide_tree(dir: &Path, files: usize) {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    for i in 0..files {
+        let mut text = String::new();
+        for f in 0..50 {
+            text.push_str(&format!(
+                "/// Step {f} of module {i}.\npub fn step_{i}_{f}(input: &str) -> usize {{\n"
+            ));
+            for k in 0..60 {
+                text.push_str(&format!("    let v{k} = input.len() * {k} + {i};\n"));
+            }
+            text.push_str("    v59\n}\n\n");
+        }
+        std::fs::write(dir.join(format!("src/m{i:04}.rs")), text).unwrap();
+        if i % 4 == 3 || i + 1 == files {
+            git(&["add", "-A"]);
+            git(&["commit", "-q", "-m", &format!("Add modules up to {i}")]);
+        }
+    }
+}
+
+#[test]
+fn a_build_under_a_small_budget_holds_a_file_at_head_at_a_time_not_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tiny, wide) = (dir.path().join("tiny"), dir.path().join("wide"));
+    synthetic_history(&tiny, 100, 11).unwrap();
+    // 24 MB of code at HEAD: held whole with its rows, it is more than 60 MB.
+    wide_tree(&wide, 240);
+    let peak = |source: &Path, budget: &str, store: &str| {
+        let report = bench_build(source, &dir.path().join(store), budget, &[]);
+        let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
+        (kib >> 10, report["rows"].as_u64().unwrap())
+    };
+    let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
+    let (cut, rows) = peak(&wide, "32MiB", "wide");
+    eprintln!("peak before publish: {base} MiB ({tiny_rows} rows); {rows} rows: {cut} MiB");
+    assert!(rows > 5_000, "{rows} rows of code");
+    assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
+}
+
 #[test]
 fn the_staged_crawl_and_embed_under_a_small_budget_hold_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
