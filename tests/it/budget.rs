@@ -420,6 +420,14 @@ fn bench_build(source: &Path, store: &Path, budget: &str, extra: &[&str]) -> Val
     serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
 }
 
+/// A build's peak memory once crawled, embedded and written (before the serving merge, which
+/// the budget does not govern), in MiB, and its rows.
+fn peak_before_publish(source: &Path, store: &Path, budget: &str) -> (u64, u64) {
+    let report = bench_build(source, store, budget, &[]);
+    let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
+    (kib >> 10, report["rows"].as_u64().unwrap())
+}
+
 /// Synthetic histories of 100 and 6,000 commits in `dir`: (tiny, large).
 fn tiny_and_large(dir: &Path) -> (PathBuf, PathBuf) {
     let (tiny, large) = (dir.join("tiny"), dir.join("large"));
@@ -432,12 +440,8 @@ fn tiny_and_large(dir: &Path) -> (PathBuf, PathBuf) {
 fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
     let (tiny, large) = tiny_and_large(dir.path());
-    // Peak memory once crawled, embedded and written (before the serving merge, which the
-    // budget does not govern), in MiB.
     let peak = |source: &Path, budget: &str, store: &str| {
-        let report = bench_build(source, &dir.path().join(store), budget, &[]);
-        let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
-        (kib >> 10, report["rows"].as_u64().unwrap())
+        peak_before_publish(source, &dir.path().join(store), budget)
     };
     // What a build needs whatever the history: the code at HEAD (the same in both), the
     // runtime, the writers.
@@ -459,17 +463,8 @@ fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
 /// of 2 KB each), added four a commit, so that no one commit's diff is large: its files at HEAD
 /// are most of what it holds.
 fn wide_tree(dir: &Path, files: usize) {
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let at = "2026-01-01T00:00:00Z";
+    let git = |args: &[&str]| git_at(dir, at, at, args);
     std::fs::create_dir_all(dir.join("src")).unwrap();
     git(&["init", "-q", "-b", "main"]);
     for i in 0..files {
@@ -499,9 +494,7 @@ fn a_build_under_a_small_budget_holds_a_file_at_head_at_a_time_not_the_tree() {
     // 24 MB of code at HEAD: held whole with its rows, it is more than 60 MB.
     wide_tree(&wide, 240);
     let peak = |source: &Path, budget: &str, store: &str| {
-        let report = bench_build(source, &dir.path().join(store), budget, &[]);
-        let kib = report["peak_rss_before_publish_kib"].as_u64().expect("Linux says its VmHWM");
-        (kib >> 10, report["rows"].as_u64().unwrap())
+        peak_before_publish(source, &dir.path().join(store), budget)
     };
     let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
     let (cut, rows) = peak(&wide, "32MiB", "wide");
