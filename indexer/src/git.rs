@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use chrono::{DateTime, Utc};
 use globset::GlobSet;
 
+use crate::diff::{Diff, DiffReader};
 use crate::history::Shas;
 
 /// Directories never searched for repositories, whatever `--exclude` says.
@@ -165,8 +166,9 @@ pub(crate) struct Commit {
     pub committed_at: Option<DateTime<Utc>>,
     pub message: String,
     pub files: Vec<String>,
-    /// The unified diff; merges have none.
-    pub diff: String,
+    /// What the rows keep of its unified diff (read a line at a time, never held whole);
+    /// merges and the first pass's summaries have none.
+    pub diff: Diff,
 }
 
 const RECORD: u8 = 0x1e;
@@ -176,20 +178,9 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
 
-/// One record of `git log`'s output: with `patches`, what follows the message is the diff;
-/// without, the paths the commit changed (`--name-only`). With `patches` the record's bytes are
-/// taken and become the diff where they lie (a commit's diff can be most of a repository: an
-/// import commit's is not copied).
-fn parse_record(raw: &mut Vec<u8>, patches: bool) -> Option<Commit> {
-    // Bytes that are not UTF-8 (old encodings in messages or diffs) become U+FFFD.
-    let text: std::borrow::Cow<'_, str> = if patches {
-        match String::from_utf8(std::mem::take(raw)) {
-            Ok(text) => text.into(),
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned().into(),
-        }
-    } else {
-        String::from_utf8_lossy(raw)
-    };
+/// The fields of a record before what follows its message, and what follows it (the paths of
+/// `--name-only`): the commit without its paths or diff. `None` for a record that is not one.
+fn parse_header(text: &str) -> Option<(Commit, &str)> {
     let mut f = text.splitn(10, FIELD);
     let sha = f.next()?.trim().to_string();
     if sha.len() < 40 {
@@ -201,32 +192,7 @@ fn parse_record(raw: &mut Vec<u8>, patches: bool) -> Option<Commit> {
     let (committer, committer_email, committed_at) =
         (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
     let message = f.next()?.trim_end().to_string();
-    let rest = f.next().unwrap_or("");
-    let (files, diff) = if patches {
-        let diff = rest.trim_start_matches('\n');
-        let mut files = Vec::new();
-        for line in diff.lines() {
-            if let Some(path) = patch_path(line) {
-                files.push(path.to_string());
-            }
-        }
-        // Where the diff starts in the record: what comes before it is dropped in place.
-        let start = diff.as_ptr() as usize - text.as_ptr() as usize;
-        let mut diff = text.into_owned();
-        diff.drain(..start);
-        (files, diff)
-    } else {
-        // `--name-only`: a path a line. A path git quotes (a quote, a backslash or a control
-        // character in it) is left out, as [`patch_path`] leaves it out, so both passes name
-        // the same files.
-        let files = rest
-            .lines()
-            .filter(|l| !l.is_empty() && !l.starts_with('"'))
-            .map(str::to_string)
-            .collect();
-        (files, String::new())
-    };
-    Some(Commit {
+    let commit = Commit {
         sha,
         parents,
         author,
@@ -236,9 +202,119 @@ fn parse_record(raw: &mut Vec<u8>, patches: bool) -> Option<Commit> {
         committer_email,
         committed_at,
         message,
-        files,
-        diff,
-    })
+        files: Vec::new(),
+        diff: Diff::default(),
+    };
+    Some((commit, f.next().unwrap_or("")))
+}
+
+/// One record of the first pass's `git log --name-only`: the commit and the paths it changed.
+fn parse_summary(raw: &[u8]) -> Option<Commit> {
+    // Bytes that are not UTF-8 (old encodings in messages or paths) become U+FFFD.
+    let text = String::from_utf8_lossy(raw);
+    let (mut commit, rest) = parse_header(&text)?;
+    // A path a line. A path git quotes (a quote, a backslash or a control character in it) is
+    // left out, as [`patch_path`] leaves it out, so both passes name the same files.
+    commit.files =
+        rest.lines().filter(|l| !l.is_empty() && !l.starts_with('"')).map(str::to_string).collect();
+    Some(commit)
+}
+
+/// Reads the records of `git log -p` as they come, and hands each commit to `each`, which
+/// returns false to stop; whether it stopped. A record's header (up to its message's end) is
+/// read whole, its diff a line at a time into a [`DiffReader`]: no record is held whole, so an
+/// import commit's diff (most of a repository) is never in memory at once. Bytes that are not
+/// UTF-8 become U+FFFD, as if the record were read whole: a line ends at an ASCII byte, which
+/// ends any broken sequence before it.
+fn each_patch_record(
+    mut out: impl BufRead,
+    mut each: impl FnMut(Commit) -> bool,
+) -> std::io::Result<bool> {
+    let mut piece = Vec::new();
+    // The bytes before the first separator.
+    if read_piece(&mut out, [RECORD, RECORD], &mut piece)?.is_none() {
+        return Ok(false);
+    }
+    loop {
+        // The header: up to the separator after the message (the ninth field's), or the record's
+        // end.
+        let mut header = Vec::new();
+        let mut ended = None;
+        for _ in 0..9 {
+            piece.clear();
+            let end = read_piece(&mut out, [FIELD as u8, RECORD], &mut piece)?;
+            header.extend_from_slice(&piece);
+            if end != Some(FIELD as u8) {
+                ended = Some(end);
+                break;
+            }
+        }
+        let mut diff = DiffReader::default();
+        let end = match ended {
+            Some(end) => end,
+            None => loop {
+                piece.clear();
+                let end = read_piece(&mut out, [b'\n', RECORD], &mut piece)?;
+                let line = piece.strip_suffix(&[RECORD]).unwrap_or(&piece);
+                if !line.is_empty() {
+                    diff.push(&String::from_utf8_lossy(line));
+                }
+                if end != Some(b'\n') {
+                    break end;
+                }
+            },
+        };
+        if header.last() == Some(&RECORD) {
+            header.pop();
+        }
+        if let Some((mut commit, _)) = parse_header(&String::from_utf8_lossy(&header)) {
+            (commit.files, commit.diff) = diff.finish();
+            if !each(commit) {
+                return Ok(true);
+            }
+        }
+        if end.is_none() {
+            return Ok(false);
+        }
+        if piece.capacity() > KEEP_RECORD_BUFFER {
+            piece = Vec::new();
+        }
+    }
+}
+
+/// Reads from `out` into `buf` up to and with the first of the bytes `ends`; which one ended
+/// it, or `None` at the end of the output.
+fn read_piece(
+    out: &mut impl BufRead,
+    ends: [u8; 2],
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<u8>> {
+    loop {
+        let (found, used) = {
+            let available = match out.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok(None);
+            }
+            match memchr::memchr2(ends[0], ends[1], available) {
+                Some(i) => {
+                    buf.extend_from_slice(&available[..=i]);
+                    (Some(available[i]), i + 1)
+                }
+                None => {
+                    buf.extend_from_slice(available);
+                    (None, available.len())
+                }
+            }
+        };
+        out.consume(used);
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
 }
 
 /// The path a patch's `diff --git a/X b/X` header names. Renames are off (`--no-renames`), so
@@ -417,7 +493,7 @@ fn for_each_commit_in_chunks(
         Log::Summaries { listed, cache } => {
             log_ahead(dir, listed.iter(), chunk, at_once, cache, each)
         }
-        Log::Patches(shas) => log_in_chunks(dir, shas, "-p", chunk, each),
+        Log::Patches(shas) => log_patches(dir, shas, chunk, each),
     }
 }
 
@@ -460,24 +536,21 @@ fn next_request(shas: &mut impl Iterator<Item = impl AsRef<str>>, chunk: usize) 
     request
 }
 
-/// `git log --no-walk=unsorted --stdin` with `what` (`--name-only` or `-p`) over `shas`, in
-/// that order, `chunk` at a time.
-fn log_in_chunks(
+/// `git log --no-walk=unsorted --stdin -p` over `shas`, in that order, `chunk` at a time.
+fn log_patches(
     dir: &Path,
     shas: impl Iterator<Item = impl AsRef<str>>,
-    what: &str,
     chunk: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
-    let args = log_args(what);
-    let patches = what == "-p";
+    let args = log_args("-p");
     let attributes = funcname_attributes(dir)?;
     let mut shas = shas.peekable();
     let mut going = true;
     while going && shas.peek().is_some() {
         let request = next_request(&mut shas, chunk);
-        log_records(dir, attributes.path(), &args, request, |raw| {
-            going = parse_record(raw, patches).is_none_or(&mut each);
+        log_patch_records(dir, attributes.path(), &args, request, |c| {
+            going = each(c);
             going
         })?;
     }
@@ -544,7 +617,7 @@ impl Drop for Ahead {
     }
 }
 
-/// [`log_in_chunks`] for the first pass (`--name-only`), with up to `at_once` processes
+/// [`log_patches`] for the first pass (`--name-only`), with up to `at_once` processes
 /// running at a time, each writing its chunk to a file ([`Ahead`]); the chunks are read in
 /// order, so `each` sees the commits as one process would give them. On 2 cores the
 /// 400k-commit history's paths took 4.8 s so against 9.9 one process at a time
@@ -626,7 +699,7 @@ fn log_ahead(
             }
         };
         let stopped = each_record(BufReader::with_capacity(1 << 20, &out), |raw| {
-            parse_record(raw, false).is_none_or(&mut each)
+            parse_summary(raw).is_none_or(&mut each)
         })
         .map_err(spawn_error)?;
         if stopped {
@@ -655,14 +728,15 @@ pub(crate) fn rev_list(dir: &Path) -> Result<Shas, GitError> {
     Ok(Shas::of(lines.map(String::from_utf8_lossy)))
 }
 
-/// Runs `git log` with `args` and `request` (a SHA a line) on its stdin, and hands each record
-/// to `each` as it comes, which returns false to stop: git is then killed and that is no error.
-fn log_records(
+/// Runs `git log -p` with `args` and `request` (a SHA a line) on its stdin, and hands each
+/// commit to `each` as it comes ([`each_patch_record`]), which returns false to stop: git is
+/// then killed and that is no error.
+fn log_patch_records(
     dir: &Path,
     attributes: &Path,
     args: &[&str],
     request: String,
-    each: impl FnMut(&mut Vec<u8>) -> bool,
+    each: impl FnMut(Commit) -> bool,
 ) -> Result<(), GitError> {
     let mut child = log_command(dir, attributes, args)
         .stdin(Stdio::piped())
@@ -672,7 +746,7 @@ fn log_records(
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     let feeder = child.stdin.take().map(|stdin| feed(stdin, request));
     let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
-    let stopped = each_record(stdout, each);
+    let stopped = each_patch_record(stdout, each);
     if !matches!(stopped, Ok(false)) {
         let _ = child.kill(); // stopped, or its output could not be read
     }
@@ -701,7 +775,7 @@ fn log_records(
 const KEEP_RECORD_BUFFER: usize = 1 << 20;
 
 /// Hands each record of `git log`'s output (the bytes after a [`RECORD`] separator) to
-/// `each`, which returns false to stop; whether it stopped. `each` may take the record's bytes.
+/// `each`, which returns false to stop; whether it stopped.
 fn each_record(
     mut out: impl BufRead,
     mut each: impl FnMut(&mut Vec<u8>) -> bool,
@@ -862,32 +936,64 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_patch_record_becomes_its_commit_with_the_diff_in_place() {
-        let diff = "diff --git a/caf\u{e9}.rs b/caf\u{e9}.rs\n+\u{2502}\n";
-        let header = [
-            "a".repeat(40),
-            String::new(),
-            "A".into(),
-            "a@x".into(),
-            "2026-01-01T00:00:00Z".into(),
-            "C".into(),
-            "c@x".into(),
-            "2026-01-02T00:00:00Z".into(),
-            "subject\n\nbody\n".into(),
-        ];
-        let mut raw = format!("{}\u{1f}\n\n{diff}", header.join("\u{1f}")).into_bytes();
-        let c = parse_record(&mut raw, true).unwrap();
-        assert!(raw.is_empty(), "the record's bytes were taken");
-        assert_eq!(
-            (c.sha.as_str(), c.message.as_str()),
-            ("a".repeat(40).as_str(), "subject\n\nbody")
-        );
-        assert_eq!(c.files, ["caf\u{e9}.rs"]);
-        assert_eq!(c.diff, diff);
-        // Bytes that are not UTF-8 become U+FFFD, in the diff as in the rest.
-        let mut raw = format!("{}\u{1f}\n", header.join("\u{1f}")).into_bytes();
-        raw.extend(b"+\xff\n");
-        assert_eq!(parse_record(&mut raw, true).unwrap().diff, "+\u{fffd}\n");
+    fn patch_records_are_read_a_line_at_a_time_into_what_their_rows_keep() {
+        let header = |sha: char| {
+            [
+                sha.to_string().repeat(40),
+                String::new(),
+                "A".into(),
+                "a@x".into(),
+                "2026-01-01T00:00:00Z".into(),
+                "C".into(),
+                "c@x".into(),
+                "2026-01-02T00:00:00Z".into(),
+                "subject\n\nbody\n".into(),
+            ]
+            .join("\u{1f}")
+        };
+        let long: String = (0..300).map(|i| format!("+line {i}\n")).collect();
+        let first = format!("diff --git a/caf\u{e9}.rs b/caf\u{e9}.rs\n@@ -1 +1 @@ fn go(\n{long}");
+        let second = "diff --git a/b.md b/b.md\n+\u{2502}\n";
+        let mut out = b"before the first record\x1e".to_vec();
+        out.extend(format!("{}\x1f\n\n{first}{second}\x1e", header('a')).as_bytes());
+        // A merge: no diff, and a record that is not one (skipped).
+        out.extend(format!("{}\x1f\n\x1enot a commit\x1e", header('b')).as_bytes());
+        // Bytes that are not UTF-8 become U+FFFD, in the diff as in the rest; the last record
+        // ends with the output, its last line without a newline.
+        out.extend(format!("{}\x1f\n", header('c')).as_bytes());
+        out.extend(b"diff --git a/x b/x\n+\xff\xe2\x82\n+\xff");
+        let mut commits = Vec::new();
+        let stopped = each_patch_record(&out[..], |c| {
+            commits.push(c);
+            true
+        });
+        assert!(matches!(stopped, Ok(false)));
+        let shas: Vec<char> = commits.iter().map(|c| c.sha.chars().next().unwrap()).collect();
+        assert_eq!(shas, ['a', 'b', 'c']);
+        let a = &commits[0];
+        assert_eq!(a.message, "subject\n\nbody");
+        assert_eq!(a.files, ["caf\u{e9}.rs", "b.md"]);
+        assert_eq!(a.diff, Diff::of(&format!("{first}{second}")));
+        assert_eq!(a.diff.symbols, ["go"]);
+        assert!(a.diff.head.ends_with("[… 104 more diff lines not shown]"), "{}", a.diff.head);
+        assert_eq!(a.diff.files[1].patch, second.trim_end());
+        assert_eq!((commits[1].files.len(), &commits[1].diff), (0, &Diff::default()));
+        assert_eq!(commits[2].diff.head, "diff --git a/x b/x\n+\u{fffd}\u{fffd}\n+\u{fffd}");
+        // A caller that stops is told so.
+        let mut seen = 0;
+        let stopped = each_patch_record(&out[..], |_| {
+            seen += 1;
+            false
+        });
+        assert!(matches!(stopped, Ok(true)) && seen == 1);
+        // A reader that gives a byte at a time reads the same.
+        let mut again = Vec::new();
+        each_patch_record(std::io::BufReader::with_capacity(1, &out[..]), |c| {
+            again.push(c);
+            true
+        })
+        .unwrap();
+        assert_eq!(again, commits);
     }
 
     #[test]
@@ -1197,7 +1303,7 @@ pub(crate) mod tests {
         );
         for (s, p) in summaries.iter().zip(&patches) {
             assert_eq!(s.files, p.files, "commit {}", s.message);
-            assert!(s.diff.is_empty() && !p.diff.is_empty());
+            assert!(s.diff == Diff::default() && !p.diff.head.is_empty());
         }
         let named: Vec<&str> =
             summaries.iter().flat_map(|c| c.files.iter().map(String::as_str)).collect();

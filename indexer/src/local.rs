@@ -11,14 +11,12 @@ use hubdex_formats::{FileText, Row, RowType};
 
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
+use crate::diff::FilePatch;
 use crate::git::{self, Commit, GitError};
 use crate::history::{CommitNo, History};
 use crate::markdown::chunk_markdown;
 use crate::refs::find_refs;
 use crate::tree::TreeFiles;
-
-/// Diff lines a commit row keeps; the rest are counted in a marker line.
-pub const DIFF_MAX_LINES: usize = 200;
 
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: u64 = 1 << 20;
@@ -180,7 +178,7 @@ impl CommitRows {
         let (mut at, all) = (from, self.history.len());
         let history = &self.history;
         let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
-        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
+        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |mut c| {
             let mut rows = Vec::new();
             if wants_commits {
                 let merged = if c.parents.len() > 1 {
@@ -193,7 +191,7 @@ impl CommitRows {
                 rows.push(row);
             }
             if wants_diffs {
-                rows.extend(diff_rows(&self.repo, web, &c));
+                rows.extend(diff_rows(&self.repo, web, &mut c));
             }
             rows.retain(|r| self.rules.keeps(r));
             rows.sort_by(|a, b| a.id.cmp(&b.id));
@@ -397,17 +395,6 @@ fn is_markdown(path: &str) -> bool {
     lower.ends_with(".md") || lower.ends_with(".markdown") || lower.ends_with(".mdx")
 }
 
-/// Cuts a diff to [`DIFF_MAX_LINES`] lines, with a marker saying how many were left out.
-pub fn cut_diff(diff: &str) -> String {
-    let total = diff.lines().count();
-    if total <= DIFF_MAX_LINES {
-        return diff.to_string();
-    }
-    let mut out: String = diff.lines().take(DIFF_MAX_LINES).collect::<Vec<_>>().join("\n");
-    out.push_str(&format!("\n[… {} more diff lines not shown]", total - DIFF_MAX_LINES));
-    out
-}
-
 /// What a merge brought in: the subjects and files of the commits on the merged branch (its
 /// second parent's first-parent chain back to the mainline), at most [`MERGED_MAX`] of them.
 #[derive(Debug, Default, Clone)]
@@ -418,9 +405,6 @@ pub(crate) struct Merged {
 
 /// Commits of a merged branch a merge row lists.
 const MERGED_MAX: usize = 30;
-
-/// Function names a commit row lists (from its hunk headers).
-const SYMBOLS_MAX: usize = 30;
 
 /// What a commit message says about the change, apart from what every commit says: the title
 /// (a merged pull request's own title rather than "Merge pull request #N from …") and the
@@ -478,75 +462,6 @@ fn is_trailer(line: &str) -> bool {
         && key.starts_with(|c: char| c.is_ascii_alphabetic())
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         && (key.contains('-') || key.eq_ignore_ascii_case("cc"))
-}
-
-/// The functions, types and sections a diff's hunks touch, from their headers (`@@ -1,2 +1,3
-/// @@ fn parse(…)`): the name after a defining keyword, or the word before the first `(`;
-/// distinct, in order, at most [`SYMBOLS_MAX`].
-pub(crate) fn hunk_symbols(diff: &str) -> Vec<String> {
-    const DEFINING: [&str; 16] = [
-        "fn",
-        "def",
-        "func",
-        "function",
-        "class",
-        "struct",
-        "enum",
-        "trait",
-        "impl",
-        "interface",
-        "mod",
-        "module",
-        "type",
-        "sub",
-        "macro_rules!",
-        "object",
-    ];
-    let mut out: Vec<String> = Vec::new();
-    for line in diff.lines().filter(|l| l.starts_with("@@")) {
-        let Some(context) = line[2..].split_once("@@").map(|(_, c)| c.trim()) else { continue };
-        let after_keyword = name_after_keyword(context, &DEFINING);
-        let before_paren = context
-            .split_once('(')
-            .and_then(|(head, _)| head.rsplit(|c: char| !is_word(c)).find(|w| !w.is_empty()));
-        let Some(name) = after_keyword.or(before_paren) else { continue };
-        let name = name.trim_end_matches('!');
-        if name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
-            && !out.iter().any(|n| n == name)
-        {
-            out.push(name.to_string());
-            if out.len() == SYMBOLS_MAX {
-                break;
-            }
-        }
-    }
-    out
-}
-
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The word after the first of `keywords` in `context` (`fn parse(` → `parse`); a Go method's
-/// receiver (`func (w *W) Run(`) is skipped.
-fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str> {
-    let at = keywords
-        .iter()
-        .filter_map(|k| {
-            context.match_indices(k).find(|(i, _)| {
-                let before = context[..*i].chars().next_back();
-                let after = context[i + k.len()..].chars().next();
-                !before.is_some_and(is_word) && after == Some(' ')
-            })
-        })
-        .map(|(i, k)| i + k.len())
-        .min()?;
-    let mut rest = context[at..].trim_start();
-    if rest.starts_with('(') {
-        rest = rest.split_once(')')?.1.trim_start();
-    }
-    let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
-    Some(&rest[..end]).filter(|w| !w.is_empty())
 }
 
 /// What merge `c` brought in: its second parent's first-parent chain until it meets the
@@ -612,9 +527,8 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
     if !row.files_changed.is_empty() {
         section(&mut tail, &format!("Files: {}", row.files_changed.join(", ")));
     }
-    let symbols = hunk_symbols(&c.diff);
-    if !symbols.is_empty() {
-        section(&mut tail, &format!("Functions: {}", symbols.join(", ")));
+    if !c.diff.symbols.is_empty() {
+        section(&mut tail, &format!("Functions: {}", c.diff.symbols.join(", ")));
     }
     section(
         &mut tail,
@@ -626,9 +540,7 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
     if c.parents.len() > 1 {
         section(&mut tail, &format!("Merge of {}", c.parents.join(" ")));
     }
-    if !c.diff.is_empty() {
-        section(&mut tail, &cut_diff(&c.diff));
-    }
+    section(&mut tail, &c.diff.head);
     if !head.is_empty() {
         tail.insert_str(0, "\n\n");
     }
@@ -776,54 +688,32 @@ impl ThreadLinks {
     }
 }
 
-/// One row per file a commit changed: the commit message, the path and that file's patch.
-pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &Commit) -> Vec<Row> {
+/// One row per file a commit changed: the commit message, the path and that file's patch
+/// (`c`'s [`Diff::files`], taken: each is dropped as its row is made).
+pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &mut Commit) -> Vec<Row> {
     let message = clean_message(&c.message);
-    split_diff(&c.diff)
+    let entity = format!("commit/{}", c.sha);
+    std::mem::take(&mut c.diff.files)
         .into_iter()
-        .map(|(path, patch)| {
-            let entity = format!("commit/{}", c.sha);
+        .map(|FilePatch { path, patch, symbols }| {
             let mut row =
                 Row::keyed(RowType::Diff, repo, &entity, &format!("diff/{}/{path}", c.sha), 0);
             row.title = Some(message.title.clone());
-            row.path = Some(path.to_string());
             row.author = Some(format!("{} <{}>", c.author, c.author_email));
             row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
             row.created_at = c.authored_at;
             row.updated_at = c.committed_at;
             row.commit_sha = Some(c.sha.clone());
-            row.files_changed = vec![path.to_string()];
+            row.files_changed = vec![path.clone()];
+            row.path = Some(path);
             row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
             row.refs = find_refs(&c.message);
             let mut body = message.description.clone();
-            let symbols = hunk_symbols(patch);
             if !symbols.is_empty() {
                 body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
             }
-            row.set_body(&format!("{}\n\n{}", body.trim_start(), cut_diff(patch)));
+            row.set_body(&format!("{}\n\n{patch}", body.trim_start()));
             row
-        })
-        .collect()
-}
-
-/// A commit's unified diff split per file: (new path, that file's part of the diff).
-fn split_diff(diff: &str) -> Vec<(&str, &str)> {
-    let mut starts: Vec<usize> = Vec::new();
-    let mut at = 0;
-    for line in diff.split_inclusive('\n') {
-        if line.starts_with("diff --git ") {
-            starts.push(at);
-        }
-        at += line.len();
-    }
-    starts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &s)| {
-            let end = starts.get(i + 1).copied().unwrap_or(diff.len());
-            let part = &diff[s..end];
-            let path = git::patch_path(part.lines().next()?)?;
-            Some((path, part.trim_end()))
         })
         .collect()
 }
@@ -875,6 +765,7 @@ pub(crate) fn doc_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::Diff;
 
     #[test]
     fn a_code_file_with_a_character_across_its_2000th_byte_is_read() {
@@ -903,33 +794,21 @@ mod tests {
     }
 
     #[test]
-    fn a_long_diff_is_cut_with_a_count_of_what_was_left_out() {
-        let diff: String = (0..250).map(|i| format!("+line {i}\n")).collect();
-        let cut = cut_diff(&diff);
-        assert_eq!(cut.lines().count(), DIFF_MAX_LINES + 1);
-        assert!(
-            cut.ends_with("[… 50 more diff lines not shown]"),
-            "{}",
-            cut.lines().last().unwrap()
-        );
-        assert_eq!(cut_diff("+a\n+b\n"), "+a\n+b\n");
-    }
-
-    #[test]
     fn a_commit_diff_splits_into_one_part_per_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/docs/my file.md b/docs/my file.md\nnew file mode 100644\n--- /dev/null\n+++ b/docs/my file.md\n@@ -0,0 +1 @@\n+hi\n";
-        let parts = split_diff(diff);
+        let parts = Diff::of(diff).files;
         assert_eq!(parts.len(), 2);
-        assert_eq!(parts[0].0, "src/a.rs");
-        assert!(parts[0].1.ends_with("+y"));
-        assert_eq!(parts[1].0, "docs/my file.md");
-        let c = Commit {
+        assert_eq!(parts[0].path, "src/a.rs");
+        assert!(parts[0].patch.ends_with("+y"));
+        assert_eq!(parts[1].path, "docs/my file.md");
+        let mut c = Commit {
             sha: "a".repeat(40),
             message: "Fix the parser\n\nIt broke on #12.".into(),
-            diff: diff.into(),
+            diff: Diff::of(diff),
             ..Commit::default()
         };
-        let rows = diff_rows("o/r", Some("https://github.com/o/r"), &c);
+        let rows = diff_rows("o/r", Some("https://github.com/o/r"), &mut c);
+        assert!(c.diff.files.is_empty(), "the parts are taken as their rows are made");
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| r.entity == format!("commit/{}", c.sha)));
         assert_ne!(rows[0].id, rows[1].id);
@@ -945,7 +824,7 @@ mod tests {
             sha: "b".repeat(40),
             message: "Fix the walker\n\nIt dropped entries.\n\nThis reverts commit 0123456789abcdef0123456789abcdef01234567.\n\nSigned-off-by: A Person <a@example.com>\nCo-authored-by: B <b@example.com>\nChange-Id: I1234".into(),
             files: vec!["src/walk.rs".into()],
-            diff: diff.into(),
+            diff: Diff::of(diff),
             author: "A Person".into(),
             ..Commit::default()
         };
@@ -1017,12 +896,6 @@ mod tests {
         let row = commit_row("o/r", None, &c, &merged);
         assert_eq!(row.files_changed, ["tests/t.rs", "src/cli.rs"]);
         assert!(row.embedding_text().contains("- Add the flag"));
-    }
-
-    #[test]
-    fn hunk_headers_name_functions_in_several_languages() {
-        let diff = "@@ -1 +1 @@ pub(crate) fn parse_args(x: u8) -> u8 {\n@@ -5 +5 @@ def load(self, path):\n@@ -9 +9 @@ class Walker:\n@@ -12 +12 @@ func (w *Walker) Run() error {\n@@ -20 +20 @@\n@@ -30 +30 @@ static int main_loop(void)\n@@ -40 +40 @@ fn parse_args(y: u8) {";
-        assert_eq!(hunk_symbols(diff), ["parse_args", "load", "Walker", "Run", "main_loop"]);
     }
 
     #[test]

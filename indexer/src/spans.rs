@@ -180,11 +180,12 @@ mod tests {
             message: "Walk hidden directories (#12)\n\nFixes #3.\n\nSigned-off-by: Ada <ada@example.com>\n"
                 .into(),
             files: vec!["src/walk.rs".into(), "README.md".into()],
-            diff: "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n\
-                   @@ -10,3 +10,4 @@ fn spawn_senders(config: &Config) {\n-a\n+b\n\
-                   diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n\
-                   @@ -1 +1 @@\n-old\n+new\n"
-                .into(),
+            diff: crate::diff::Diff::of(
+                "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n\
+                 @@ -10,3 +10,4 @@ fn spawn_senders(config: &Config) {\n-a\n+b\n\
+                 diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n\
+                 @@ -1 +1 @@\n-old\n+new\n",
+            ),
         }
     }
 
@@ -199,11 +200,11 @@ mod tests {
 
     /// The rows one commit makes, linked to `links`.
     fn rows(links: &ThreadLinks) -> Vec<Row> {
-        let c = commit();
+        let mut c = commit();
         let mut row = commit_row("o/r", Some("https://github.com/o/r"), &c, &Merged::default());
         links.apply(&mut row);
         let mut rows = vec![row];
-        rows.extend(diff_rows("o/r", Some("https://github.com/o/r"), &c));
+        rows.extend(diff_rows("o/r", Some("https://github.com/o/r"), &mut c));
         rows
     }
 

@@ -1,0 +1,394 @@
+//! A commit's diff read a line at a time ([`DiffReader`]): what its rows keep of it, never the
+//! whole diff (issue 30). A commit row keeps the diff's first [`DIFF_MAX_LINES`] lines and the
+//! functions its hunk headers name; a diff row keeps the same of one file's part. An import
+//! commit's diff can be most of a repository (87 MB for 47 crates' sources): held whole while
+//! its rows were made, it set the build's peak whatever the budget.
+//!
+//! What is kept is exactly what cutting the whole diff gave ([`cut_diff`], [`hunk_symbols`],
+//! each file's part cut the same way), so the rows are the same bytes either way: the tests
+//! hold the reading against the whole-diff functions.
+
+use serde::{Deserialize, Serialize};
+
+use crate::git::patch_path;
+
+/// Diff lines a commit row keeps; the rest are counted in a marker line.
+pub const DIFF_MAX_LINES: usize = 200;
+
+/// Function names a commit row lists (from its hunk headers).
+const SYMBOLS_MAX: usize = 30;
+
+/// What the rows keep of a commit's diff; merges have none.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Diff {
+    /// The diff cut to its first lines ([`cut_diff`] of the whole diff).
+    pub head: String,
+    /// The functions its hunks touch ([`hunk_symbols`] of the whole diff).
+    pub symbols: Vec<String>,
+    /// One part per file, in the diff's order.
+    pub files: Vec<FilePatch>,
+}
+
+/// What a diff row keeps of one file's part of a commit's diff.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FilePatch {
+    /// The file's path (the new side; renames are off).
+    pub path: String,
+    /// Its part of the diff, trailing whitespace trimmed, cut to its first lines.
+    pub patch: String,
+    /// The functions its hunks touch.
+    pub symbols: Vec<String>,
+}
+
+impl Diff {
+    /// What the rows keep of `diff`, a whole diff as `git log -p` writes it after a commit's
+    /// message (tests, and commits built in memory).
+    #[cfg(test)]
+    pub(crate) fn of(diff: &str) -> Diff {
+        let mut reader = DiffReader::default();
+        for line in diff.split_inclusive('\n') {
+            reader.push(line);
+        }
+        reader.finish().1
+    }
+}
+
+/// Reads a commit's diff a line at a time and keeps what its rows need ([`Diff`]), and the paths
+/// it changed.
+#[derive(Debug, Default)]
+pub(crate) struct DiffReader {
+    /// Whether the diff has begun: the empty lines before it are not part of it.
+    begun: bool,
+    whole: Head,
+    symbols: Symbols,
+    paths: Vec<String>,
+    /// The file part being read: its path (`None` for a part whose header names no path this
+    /// reads, which no row keeps), its first lines and its functions.
+    part: Option<(Option<String>, Head, Symbols)>,
+    files: Vec<FilePatch>,
+}
+
+impl DiffReader {
+    /// Takes the diff's next line, with its `\n` (the last line may have none).
+    pub(crate) fn push(&mut self, line: &str) {
+        if !self.begun {
+            if line == "\n" {
+                return;
+            }
+            self.begun = true;
+        }
+        let bare = bare_line(line);
+        self.whole.push(line);
+        self.symbols.push(bare);
+        if line.starts_with("diff --git ") {
+            self.end_part();
+            let path = patch_path(bare).map(str::to_string);
+            if let Some(path) = &path {
+                self.paths.push(path.clone());
+            }
+            self.part = Some((path, Head::default(), Symbols::default()));
+        }
+        if let Some((Some(_), head, symbols)) = &mut self.part {
+            head.push(line);
+            symbols.push(bare);
+        }
+    }
+
+    fn end_part(&mut self) {
+        if let Some((Some(path), head, symbols)) = self.part.take() {
+            self.files.push(FilePatch { path, patch: head.cut_trimmed(), symbols: symbols.0 });
+        }
+    }
+
+    /// The paths the diff changed, and what its rows keep of it.
+    pub(crate) fn finish(mut self) -> (Vec<String>, Diff) {
+        self.end_part();
+        let diff = Diff { head: self.whole.cut(), symbols: self.symbols.0, files: self.files };
+        (self.paths, diff)
+    }
+}
+
+/// A line as [`str::lines`] gives it: without its `\n`, or `\r\n`.
+fn bare_line(line: &str) -> &str {
+    match line.strip_suffix('\n') {
+        Some(l) => l.strip_suffix('\r').unwrap_or(l),
+        None => line,
+    }
+}
+
+/// The first [`DIFF_MAX_LINES`] lines of a text read a line at a time, and how many it has.
+#[derive(Debug, Default)]
+struct Head {
+    text: String,
+    lines: usize,
+    /// The number of the last line with more than whitespace in it.
+    last_content: usize,
+}
+
+impl Head {
+    fn push(&mut self, line: &str) {
+        self.lines += 1;
+        if self.lines <= DIFF_MAX_LINES {
+            self.text.push_str(line);
+        }
+        if line.chars().any(|c| !c.is_whitespace()) {
+            self.last_content = self.lines;
+        }
+    }
+
+    /// [`cut_diff`] of the text read.
+    fn cut(self) -> String {
+        let total = self.lines;
+        cut_kept(self.text, total)
+    }
+
+    /// [`cut_diff`] of the text read with its trailing whitespace trimmed: everything after
+    /// its last line with content is whitespace, so trimming the lines kept is the same as
+    /// trimming the whole whenever that line is among them.
+    fn cut_trimmed(self) -> String {
+        let total = self.last_content;
+        if total <= DIFF_MAX_LINES {
+            return self.text.trim_end().to_string();
+        }
+        cut_kept(self.text, total)
+    }
+}
+
+/// The text of a diff's first lines (all of it when it has at most [`DIFF_MAX_LINES`]), as
+/// [`cut_diff`] gives a diff of `total` lines.
+fn cut_kept(text: String, total: usize) -> String {
+    if total <= DIFF_MAX_LINES {
+        return text;
+    }
+    let mut out: String = text.lines().take(DIFF_MAX_LINES).collect::<Vec<_>>().join("\n");
+    out.push_str(&format!("\n[… {} more diff lines not shown]", total - DIFF_MAX_LINES));
+    out
+}
+
+/// Cuts a diff to [`DIFF_MAX_LINES`] lines, with a marker saying how many were left out.
+pub fn cut_diff(diff: &str) -> String {
+    let mut head = Head::default();
+    for line in diff.split_inclusive('\n') {
+        head.push(line);
+    }
+    head.cut()
+}
+
+/// The functions, types and sections a diff's hunks touch, from their headers (`@@ -1,2 +1,3
+/// @@ fn parse(…)`): the name after a defining keyword, or the word before the first `(`;
+/// distinct, in order, at most [`SYMBOLS_MAX`] (as [`DiffReader`] reads them).
+#[cfg(test)]
+fn hunk_symbols(diff: &str) -> Vec<String> {
+    let mut symbols = Symbols::default();
+    for line in diff.lines() {
+        symbols.push(line);
+    }
+    symbols.0
+}
+
+/// [`hunk_symbols`] read a line at a time.
+#[derive(Debug, Default)]
+struct Symbols(Vec<String>);
+
+impl Symbols {
+    /// Takes a line without its line ending.
+    fn push(&mut self, line: &str) {
+        const DEFINING: [&str; 16] = [
+            "fn",
+            "def",
+            "func",
+            "function",
+            "class",
+            "struct",
+            "enum",
+            "trait",
+            "impl",
+            "interface",
+            "mod",
+            "module",
+            "type",
+            "sub",
+            "macro_rules!",
+            "object",
+        ];
+        let out = &mut self.0;
+        if out.len() == SYMBOLS_MAX || !line.starts_with("@@") {
+            return;
+        }
+        let Some(context) = line[2..].split_once("@@").map(|(_, c)| c.trim()) else { return };
+        let after_keyword = name_after_keyword(context, &DEFINING);
+        let before_paren = context
+            .split_once('(')
+            .and_then(|(head, _)| head.rsplit(|c: char| !is_word(c)).find(|w| !w.is_empty()));
+        let Some(name) = after_keyword.or(before_paren) else { return };
+        let name = name.trim_end_matches('!');
+        if name.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+            && !out.iter().any(|n| n == name)
+        {
+            out.push(name.to_string());
+        }
+    }
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The word after the first of `keywords` in `context` (`fn parse(` → `parse`); a Go method's
+/// receiver (`func (w *W) Run(`) is skipped.
+fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str> {
+    let at = keywords
+        .iter()
+        .filter_map(|k| {
+            context.match_indices(k).find(|(i, _)| {
+                let before = context[..*i].chars().next_back();
+                let after = context[i + k.len()..].chars().next();
+                !before.is_some_and(is_word) && after == Some(' ')
+            })
+        })
+        .map(|(i, k)| i + k.len())
+        .min()?;
+    let mut rest = context[at..].trim_start();
+    if rest.starts_with('(') {
+        rest = rest.split_once(')')?.1.trim_start();
+    }
+    let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|w| !w.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What the rows keep: the commit row's cut diff and functions, each file's path, cut part
+    /// and functions.
+    type Kept = (String, Vec<String>, Vec<(String, String, Vec<String>)>);
+
+    /// The diff's rows as they were made from the whole diff held in memory, before it was read
+    /// a line at a time: (the commit row's cut diff and functions, each file's path, cut part
+    /// and functions). The reading must give exactly these.
+    fn held_whole(diff: &str) -> Kept {
+        fn cut_whole(diff: &str) -> String {
+            let total = diff.lines().count();
+            if total <= DIFF_MAX_LINES {
+                return diff.to_string();
+            }
+            let mut out: String = diff.lines().take(DIFF_MAX_LINES).collect::<Vec<_>>().join("\n");
+            out.push_str(&format!("\n[… {} more diff lines not shown]", total - DIFF_MAX_LINES));
+            out
+        }
+        let diff = diff.trim_start_matches('\n');
+        let mut starts: Vec<usize> = Vec::new();
+        let mut at = 0;
+        for line in diff.split_inclusive('\n') {
+            if line.starts_with("diff --git ") {
+                starts.push(at);
+            }
+            at += line.len();
+        }
+        let parts = starts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &s)| {
+                let end = starts.get(i + 1).copied().unwrap_or(diff.len());
+                let part = &diff[s..end];
+                let path = patch_path(part.lines().next()?)?;
+                let part = part.trim_end();
+                Some((path.to_string(), cut_whole(part), hunk_symbols(part)))
+            })
+            .collect();
+        (cut_whole(diff), hunk_symbols(diff), parts)
+    }
+
+    fn read(diff: &str) -> Kept {
+        let mut reader = DiffReader::default();
+        for line in diff.split_inclusive('\n') {
+            reader.push(line);
+        }
+        let (paths, d) = reader.finish();
+        let parts: Vec<_> = d.files.into_iter().map(|f| (f.path, f.patch, f.symbols)).collect();
+        assert_eq!(paths, parts.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
+        (d.head, d.symbols, parts)
+    }
+
+    /// A line of a diff: headers, hunk headers naming functions, changed lines (some long, some
+    /// blank or only whitespace, some with `\r`, some with characters of several bytes).
+    fn line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => "[ +-][a-z ]{0,12}\n",
+            2 => prop::sample::select(vec!["a.rs", "src/b c.py", "caf\u{e9}.md"])
+                .prop_map(|p| format!("diff --git a/{p} b/{p}\n")),
+            1 => Just("diff --git a/x b/y\n".to_string()),
+            2 => "(fn|def|class|func) [a-z]{1,6}\\(".prop_map(|c| format!("@@ -1 +1 @@ {c}\n")),
+            2 => prop::sample::select(vec!["\n", " \n", "\t \n", "\r\n", "+x\r\n", "\u{a0}\n"])
+                .prop_map(str::to_string),
+            1 => "\\+[\u{2500}-\u{257f}]{1,3}\n",
+        ]
+    }
+
+    /// Diffs from a few lines to more than [`DIFF_MAX_LINES`] in one file, with empty lines
+    /// before them and whitespace after them, the last line with or without its newline.
+    fn diff() -> impl Strategy<Value = String> {
+        (
+            0..3usize,
+            prop::collection::vec(line(), 0..40),
+            prop::option::of((0..3usize, 190..215usize)),
+            prop::collection::vec(line(), 0..8),
+            any::<bool>(),
+        )
+            .prop_map(|(blank, lines, long, tail, newline)| {
+                let mut d = "\n".repeat(blank);
+                d.extend(lines);
+                if let Some((at, n)) = long {
+                    d.push_str("diff --git a/long.rs b/long.rs\n");
+                    for i in 0..n {
+                        d.push_str(if i % 7 == at { "   \n" } else { "+y\n" });
+                    }
+                }
+                d.extend(tail);
+                if !newline {
+                    d.pop();
+                }
+                d
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn a_diff_read_a_line_at_a_time_keeps_what_the_whole_diff_gave(d in diff()) {
+            prop_assert_eq!(read(&d), held_whole(&d));
+        }
+    }
+
+    #[test]
+    fn a_part_whose_last_content_is_past_the_cut_counts_only_up_to_it() {
+        // 210 lines of change then 30 of whitespace: the part trimmed has 211 lines.
+        let mut d = "diff --git a/a b/a\n".to_string();
+        d.push_str(&"+z\n".repeat(210));
+        d.push_str(&" \n".repeat(30));
+        let (_, _, parts) = read(&d);
+        assert!(parts[0].1.ends_with("[… 11 more diff lines not shown]"), "{}", parts[0].1);
+        assert_eq!(read(&d), held_whole(&d));
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_with_a_count_of_what_was_left_out() {
+        let diff: String = (0..250).map(|i| format!("+line {i}\n")).collect();
+        let cut = cut_diff(&diff);
+        assert_eq!(cut.lines().count(), DIFF_MAX_LINES + 1);
+        assert!(
+            cut.ends_with("[… 50 more diff lines not shown]"),
+            "{}",
+            cut.lines().last().unwrap()
+        );
+        assert_eq!(cut_diff("+a\n+b\n"), "+a\n+b\n");
+    }
+
+    #[test]
+    fn hunk_headers_name_functions_in_several_languages() {
+        let diff = "@@ -1 +1 @@ pub(crate) fn parse_args(x: u8) -> u8 {\n@@ -5 +5 @@ def load(self, path):\n@@ -9 +9 @@ class Walker:\n@@ -12 +12 @@ func (w *Walker) Run() error {\n@@ -20 +20 @@\n@@ -30 +30 @@ static int main_loop(void)\n@@ -40 +40 @@ fn parse_args(y: u8) {";
+        assert_eq!(hunk_symbols(diff), ["parse_args", "load", "Walker", "Run", "main_loop"]);
+    }
+}
