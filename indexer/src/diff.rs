@@ -8,6 +8,10 @@
 //! each file's part cut the same way), so the rows are the same bytes either way: the tests
 //! hold the reading against the whole-diff functions.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::git::patch_path;
@@ -18,15 +22,143 @@ pub const DIFF_MAX_LINES: usize = 200;
 /// Function names a commit row lists (from its hunk headers).
 const SYMBOLS_MAX: usize = 30;
 
+/// Bytes of file parts a [`DiffReader`] holds; past them, its parts go to a temporary file.
+/// An import commit's diff rows then come back one at a time, not all together: a commit of
+/// 4,000 small files keeps about 24 MB of them, more than a build segment under a small budget.
+pub(crate) const PARTS_HELD: usize = 4 << 20;
+
 /// What the rows keep of a commit's diff; merges have none.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct Diff {
     /// The diff cut to its first lines ([`cut_diff`] of the whole diff).
     pub head: String,
     /// The functions its hunks touch ([`hunk_symbols`] of the whole diff).
     pub symbols: Vec<String>,
     /// One part per file, in the diff's order.
-    pub files: Vec<FilePatch>,
+    pub files: FileParts,
+}
+
+/// The file parts of a commit's diff: held, or once they pass what a reader holds
+/// ([`PARTS_HELD`]), each written to an unnamed temporary file as one JSON record as it is read,
+/// with only its path and place held. Taken one at a time ([`FileParts::take`]).
+#[derive(Debug, Default)]
+pub(crate) struct FileParts {
+    held: Vec<FilePatch>,
+    held_bytes: usize,
+    /// The temporary file, once the parts passed what is held.
+    spilled: Option<Spill>,
+    written: u64,
+}
+
+/// The temporary file of a commit's file parts, and each part's path and place in it.
+#[derive(Debug)]
+struct Spill {
+    out: BufWriter<File>,
+    places: Vec<(String, u64, usize)>,
+}
+
+impl FileParts {
+    /// Adds the next part; past `hold` bytes held, every part is in the temporary file.
+    fn push(&mut self, part: FilePatch, hold: usize) -> std::io::Result<()> {
+        if self.spilled.is_none() {
+            self.held_bytes += part.path.len() + part.patch.len();
+            self.held.push(part);
+            if self.held_bytes <= hold {
+                return Ok(());
+            }
+            let out = BufWriter::with_capacity(1 << 16, tempfile::tempfile()?);
+            self.spilled = Some(Spill { out, places: Vec::new() });
+            for part in std::mem::take(&mut self.held) {
+                self.write(part)?;
+            }
+            return Ok(());
+        }
+        self.write(part)
+    }
+
+    fn write(&mut self, part: FilePatch) -> std::io::Result<()> {
+        let Some(Spill { out, places }) = &mut self.spilled else {
+            unreachable!("written once spilled")
+        };
+        let bytes = serde_json::to_vec(&part).map_err(std::io::Error::other)?;
+        out.write_all(&bytes)?;
+        places.push((part.path, self.written, bytes.len()));
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes out what is buffered, before any part is read back.
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.spilled {
+            Some(spill) => spill.out.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// How many parts.
+    pub(crate) fn len(&self) -> usize {
+        match &self.spilled {
+            Some(spill) => spill.places.len(),
+            None => self.held.len(),
+        }
+    }
+
+    /// Whether there are none.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the parts are in the temporary file.
+    #[cfg(test)]
+    pub(crate) fn spilled(&self) -> bool {
+        self.spilled.is_some()
+    }
+
+    /// The path of part `i`.
+    pub(crate) fn path(&self, i: usize) -> &str {
+        match &self.spilled {
+            Some(spill) => &spill.places[i].0,
+            None => &self.held[i].path,
+        }
+    }
+
+    /// Part `i`, taken: a held part is left empty, a spilled one is read back.
+    pub(crate) fn take(&mut self, i: usize) -> std::io::Result<FilePatch> {
+        match &self.spilled {
+            Some(spill) => spill.read(i),
+            None => Ok(std::mem::take(&mut self.held[i])),
+        }
+    }
+
+    /// Every part, read back (tests).
+    #[cfg(test)]
+    pub(crate) fn all(&mut self) -> Vec<FilePatch> {
+        (0..self.len()).map(|i| self.take(i).expect("a part reads back")).collect()
+    }
+}
+
+impl Spill {
+    /// Part `i`, read back.
+    fn read(&self, i: usize) -> std::io::Result<FilePatch> {
+        let (_, at, len) = &self.places[i];
+        let mut bytes = vec![0; *len];
+        self.out.get_ref().read_exact_at(&mut bytes, *at)?;
+        serde_json::from_slice(&bytes).map_err(std::io::Error::other)
+    }
+}
+
+/// Parts are equal when they read back the same (a part that cannot be read back is equal to
+/// none).
+impl PartialEq for FileParts {
+    fn eq(&self, other: &FileParts) -> bool {
+        let read = |p: &FileParts, i: usize| match &p.spilled {
+            Some(spill) => spill.read(i).ok(),
+            None => Some(p.held[i].clone()),
+        };
+        self.len() == other.len()
+            && (0..self.len()).all(|i| read(self, i).is_some_and(|a| Some(a) == read(other, i)))
+    }
 }
 
 /// What a diff row keeps of one file's part of a commit's diff.
@@ -49,14 +181,18 @@ impl Diff {
         for line in diff.split_inclusive('\n') {
             reader.push(line);
         }
-        reader.finish().1
+        reader.finish().expect("a small diff is held").1
     }
 }
 
 /// Reads a commit's diff a line at a time and keeps what its rows need ([`Diff`]), and the paths
 /// it changed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct DiffReader {
+    /// Bytes of file parts held before they go to a temporary file ([`PARTS_HELD`]).
+    hold: usize,
+    /// The first write to the temporary file that failed.
+    failed: Option<std::io::Error>,
     /// Whether the diff has begun: the empty lines before it are not part of it.
     begun: bool,
     whole: Head,
@@ -65,10 +201,30 @@ pub(crate) struct DiffReader {
     /// The file part being read: its path (`None` for a part whose header names no path this
     /// reads, which no row keeps), its first lines and its functions.
     part: Option<(Option<String>, Head, Symbols)>,
-    files: Vec<FilePatch>,
+    files: FileParts,
+}
+
+impl Default for DiffReader {
+    fn default() -> DiffReader {
+        DiffReader::holding(PARTS_HELD)
+    }
 }
 
 impl DiffReader {
+    /// A reader that holds `hold` bytes of file parts before it writes them out.
+    pub(crate) fn holding(hold: usize) -> DiffReader {
+        DiffReader {
+            hold,
+            failed: None,
+            begun: false,
+            whole: Head::default(),
+            symbols: Symbols::default(),
+            paths: Vec::new(),
+            part: None,
+            files: FileParts::default(),
+        }
+    }
+
     /// Takes the diff's next line, with its `\n` (the last line may have none).
     pub(crate) fn push(&mut self, line: &str) {
         if !self.begun {
@@ -96,15 +252,23 @@ impl DiffReader {
 
     fn end_part(&mut self) {
         if let Some((Some(path), head, symbols)) = self.part.take() {
-            self.files.push(FilePatch { path, patch: head.cut_trimmed(), symbols: symbols.0 });
+            let part = FilePatch { path, patch: head.cut_trimmed(), symbols: symbols.0 };
+            if let Err(e) = self.files.push(part, self.hold) {
+                self.failed.get_or_insert(e);
+            }
         }
     }
 
-    /// The paths the diff changed, and what its rows keep of it.
-    pub(crate) fn finish(mut self) -> (Vec<String>, Diff) {
+    /// The paths the diff changed, and what its rows keep of it; an error when its parts could
+    /// not be written to their temporary file.
+    pub(crate) fn finish(mut self) -> std::io::Result<(Vec<String>, Diff)> {
         self.end_part();
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        self.files.flush()?;
         let diff = Diff { head: self.whole.cut(), symbols: self.symbols.0, files: self.files };
-        (self.paths, diff)
+        Ok((self.paths, diff))
     }
 }
 
@@ -302,13 +466,18 @@ mod tests {
         (cut_whole(diff), hunk_symbols(diff), parts)
     }
 
-    fn read(diff: &str) -> Kept {
-        let mut reader = DiffReader::default();
+    /// The diff read a line at a time by a reader that holds `hold` bytes of file parts.
+    fn read_holding(diff: &str, hold: usize) -> Kept {
+        let mut reader = DiffReader::holding(hold);
         for line in diff.split_inclusive('\n') {
             reader.push(line);
         }
-        let (paths, d) = reader.finish();
-        let parts: Vec<_> = d.files.into_iter().map(|f| (f.path, f.patch, f.symbols)).collect();
+        let (paths, mut d) = reader.finish().unwrap();
+        let spilled = d.files.spilled();
+        let parts: Vec<_> =
+            d.files.all().into_iter().map(|f| (f.path, f.patch, f.symbols)).collect();
+        let bytes: usize = parts.iter().map(|p| p.0.len() + p.1.len()).sum();
+        assert_eq!(spilled, bytes > hold, "{bytes} bytes of parts, {hold} held");
         assert_eq!(paths, parts.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
         (d.head, d.symbols, parts)
     }
@@ -355,10 +524,17 @@ mod tests {
             })
     }
 
+    fn read(diff: &str) -> Kept {
+        read_holding(diff, PARTS_HELD)
+    }
+
     proptest! {
         #[test]
-        fn a_diff_read_a_line_at_a_time_keeps_what_the_whole_diff_gave(d in diff()) {
-            prop_assert_eq!(read(&d), held_whole(&d));
+        fn a_diff_read_a_line_at_a_time_keeps_what_the_whole_diff_gave(
+            d in diff(),
+            hold in prop_oneof![Just(PARTS_HELD), 0..3000usize],
+        ) {
+            prop_assert_eq!(read_holding(&d, hold), held_whole(&d));
         }
     }
 

@@ -50,8 +50,9 @@ pub enum GitError {
         /// What git printed on stderr.
         stderr: String,
     },
-    /// The files read at HEAD could not be written to (or read back from) their temporary file.
-    #[error("keeping the files at HEAD in a temporary file: {0}")]
+    /// What a build keeps out of memory (the files read at HEAD, a large commit's file parts)
+    /// could not be written to (or read back from) its temporary file.
+    #[error("keeping files read from git in a temporary file: {0}")]
     Spill(#[source] std::io::Error),
     /// A SOURCE path does not exist.
     #[error("source {0} does not exist")]
@@ -154,7 +155,7 @@ pub(crate) fn web_url(repo: &str) -> Option<String> {
 }
 
 /// One commit as `git log` shows it.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct Commit {
     pub sha: String,
     pub parents: Vec<String>,
@@ -229,7 +230,7 @@ fn parse_summary(raw: &[u8]) -> Option<Commit> {
 fn each_patch_record(
     mut out: impl BufRead,
     mut each: impl FnMut(Commit) -> bool,
-) -> std::io::Result<bool> {
+) -> Result<bool, ReadFailed> {
     let mut piece = Vec::new();
     // The bytes before the first separator.
     if read_piece(&mut out, [RECORD, RECORD], &mut piece)?.is_none() {
@@ -268,7 +269,7 @@ fn each_patch_record(
             header.pop();
         }
         if let Some((mut commit, _)) = parse_header(&String::from_utf8_lossy(&header)) {
-            (commit.files, commit.diff) = diff.finish();
+            (commit.files, commit.diff) = diff.finish().map_err(ReadFailed::Spill)?;
             if !each(commit) {
                 return Ok(true);
             }
@@ -279,6 +280,21 @@ fn each_patch_record(
         if piece.capacity() > KEEP_RECORD_BUFFER {
             piece = Vec::new();
         }
+    }
+}
+
+/// Why `git log -p`'s records could not be read ([`each_patch_record`]).
+#[derive(Debug)]
+enum ReadFailed {
+    /// git's output could not be read.
+    Output(std::io::Error),
+    /// A large commit's file parts could not be written to their temporary file.
+    Spill(std::io::Error),
+}
+
+impl From<std::io::Error> for ReadFailed {
+    fn from(e: std::io::Error) -> ReadFailed {
+        ReadFailed::Output(e)
     }
 }
 
@@ -759,7 +775,10 @@ fn log_patch_records(
     }
     let status =
         child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let stopped = stopped.map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+    let stopped = stopped.map_err(|e| match e {
+        ReadFailed::Output(source) => GitError::Spawn { dir: dir.to_path_buf(), source },
+        ReadFailed::Spill(e) => GitError::Spill(e),
+    })?;
     if !stopped && !status.success() {
         return Err(GitError::Failed {
             dir: dir.to_path_buf(),
@@ -976,7 +995,7 @@ pub(crate) mod tests {
         assert_eq!(a.diff, Diff::of(&format!("{first}{second}")));
         assert_eq!(a.diff.symbols, ["go"]);
         assert!(a.diff.head.ends_with("[… 104 more diff lines not shown]"), "{}", a.diff.head);
-        assert_eq!(a.diff.files[1].patch, second.trim_end());
+        assert_eq!((a.diff.files.len(), a.diff.files.path(1)), (2, "b.md"));
         assert_eq!((commits[1].files.len(), &commits[1].diff), (0, &Diff::default()));
         assert_eq!(commits[2].diff.head, "diff --git a/x b/x\n+\u{fffd}\u{fffd}\n+\u{fffd}");
         // A caller that stops is told so.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use hubdex_formats::{FileText, Row, RowType};
+use hubdex_formats::{FileText, Row, RowType, row_id};
 
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
@@ -161,13 +161,14 @@ impl CommitRows {
     }
 
     /// Reads the rows of the commits in cut order ([`History::in_cut_order`]) from place `from`
-    /// on, from git: each commit's kept rows, sorted by id, to `each` with the commit's place
-    /// (it returns false to stop); `progress` hears (places read, commits in all).
+    /// on, from git: each commit's kept rows, in id order and made as they are taken
+    /// ([`OneCommit`]), to `each` with the commit's place (it returns false to stop);
+    /// `progress` hears (places read, commits in all).
     pub(crate) fn for_each_commit_rows(
         &self,
         from: usize,
         mut progress: impl FnMut(usize, usize),
-        mut each: impl FnMut(usize, Vec<Row>) -> bool,
+        mut each: impl FnMut(usize, &mut OneCommit<'_>) -> bool,
     ) -> Result<(), GitError> {
         let (wants_commits, wants_diffs) =
             (self.rules.wants(RowType::Commit), self.rules.wants(RowType::Diff));
@@ -178,30 +179,34 @@ impl CommitRows {
         let (mut at, all) = (from, self.history.len());
         let history = &self.history;
         let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
-        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |mut c| {
-            let mut rows = Vec::new();
-            if wants_commits {
-                let merged = if c.parents.len() > 1 {
-                    merged_by(&self.history, &self.mainline, &c)
-                } else {
-                    Merged::default()
-                };
-                let mut row = commit_row(&self.repo, web, &c, &merged);
-                self.links.apply(&mut row);
-                rows.push(row);
-            }
-            if wants_diffs {
-                rows.extend(diff_rows(&self.repo, web, &mut c));
-            }
-            rows.retain(|r| self.rules.keeps(r));
-            rows.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut failed = None;
+        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
+            let commit_row = wants_commits
+                .then(|| {
+                    let merged = if c.parents.len() > 1 {
+                        merged_by(&self.history, &self.mainline, &c)
+                    } else {
+                        Merged::default()
+                    };
+                    let mut row = commit_row(&self.repo, web, &c, &merged);
+                    self.links.apply(&mut row);
+                    row
+                })
+                .filter(|row| self.rules.keeps(row));
+            let keeps_part = |path: &str| wants_diffs && self.rules.keeps_path(path);
+            let mut rows = OneCommit::new(&self.repo, web, c, commit_row, keeps_part);
             at += 1;
-            let going = each(at - 1, rows);
+            let going = each(at - 1, &mut rows);
+            if let Some(e) = rows.failed.take() {
+                failed = Some(e);
+                return false;
+            }
             if at.is_multiple_of(200) || at == all {
                 progress(at, all);
             }
             going
-        })
+        })?;
+        failed.map_or(Ok(()), |e| Err(GitError::Spill(e)))
     }
 
     /// The repository's name and web address, as its rows give them.
@@ -688,34 +693,127 @@ impl ThreadLinks {
     }
 }
 
-/// One row per file a commit changed: the commit message, the path and that file's patch
-/// (`c`'s [`Diff::files`], taken: each is dropped as its row is made).
-pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &mut Commit) -> Vec<Row> {
-    let message = clean_message(&c.message);
-    let entity = format!("commit/{}", c.sha);
-    std::mem::take(&mut c.diff.files)
-        .into_iter()
-        .map(|FilePatch { path, patch, symbols }| {
-            let mut row =
-                Row::keyed(RowType::Diff, repo, &entity, &format!("diff/{}/{path}", c.sha), 0);
-            row.title = Some(message.title.clone());
-            row.author = Some(format!("{} <{}>", c.author, c.author_email));
-            row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
-            row.created_at = c.authored_at;
-            row.updated_at = c.committed_at;
-            row.commit_sha = Some(c.sha.clone());
-            row.files_changed = vec![path.clone()];
-            row.path = Some(path);
-            row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
-            row.refs = find_refs(&c.message);
-            let mut body = message.description.clone();
-            if !symbols.is_empty() {
-                body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
+/// One commit's kept rows in id order, each made as it is taken: a diff row's file part is
+/// taken (read back from its temporary file, for a commit of many files: [`crate::diff::FileParts`]) only
+/// when its turn comes, so a commit of thousands of files is never held as rows. A part that
+/// cannot be read back ends the rows; [`CommitRows::for_each_commit_rows`] then fails.
+pub(crate) struct OneCommit<'a> {
+    repo: &'a str,
+    web: Option<&'a str>,
+    commit: Commit,
+    message: Message,
+    refs: Vec<String>,
+    commit_row: Option<Row>,
+    /// The rows in id order: the commit row (`None`) or a file part's row (its number).
+    order: Vec<Option<usize>>,
+    next: usize,
+    failed: Option<std::io::Error>,
+}
+
+impl<'a> OneCommit<'a> {
+    /// The rows of `commit`: `commit_row` if kept, and a diff row for each file part whose path
+    /// `keeps_part`.
+    fn new(
+        repo: &'a str,
+        web: Option<&'a str>,
+        commit: Commit,
+        commit_row: Option<Row>,
+        keeps_part: impl Fn(&str) -> bool,
+    ) -> OneCommit<'a> {
+        let parts = &commit.diff.files;
+        let mut ids: Vec<(String, Option<usize>)> = Vec::new();
+        if let Some(row) = &commit_row {
+            ids.push((row.id.clone(), None));
+        }
+        for i in 0..parts.len() {
+            let path = parts.path(i);
+            if keeps_part(path) {
+                ids.push((row_id(RowType::Diff, repo, &diff_key(&commit.sha, path), 0), Some(i)));
             }
-            row.set_body(&format!("{}\n\n{patch}", body.trim_start()));
-            row
-        })
-        .collect()
+        }
+        ids.sort_by(|a, b| a.0.cmp(&b.0));
+        OneCommit {
+            repo,
+            web,
+            message: clean_message(&commit.message),
+            refs: find_refs(&commit.message),
+            commit,
+            commit_row,
+            order: ids.into_iter().map(|(_, part)| part).collect(),
+            next: 0,
+            failed: None,
+        }
+    }
+}
+
+impl Iterator for OneCommit<'_> {
+    type Item = Row;
+
+    fn next(&mut self) -> Option<Row> {
+        let part = *self.order.get(self.next)?;
+        self.next += 1;
+        let Some(i) = part else { return self.commit_row.take() };
+        match self.commit.diff.files.take(i) {
+            Ok(part) => {
+                Some(diff_row(self.repo, self.web, &self.commit, &self.message, &self.refs, part))
+            }
+            Err(e) => {
+                self.failed = Some(e);
+                self.next = self.order.len();
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.order.len() - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for OneCommit<'_> {}
+
+/// The key a diff row's id is made from.
+fn diff_key(sha: &str, path: &str) -> String {
+    format!("diff/{sha}/{path}")
+}
+
+/// The row of one file a commit changed: the commit message, the path and that file's patch.
+fn diff_row(
+    repo: &str,
+    web: Option<&str>,
+    c: &Commit,
+    message: &Message,
+    refs: &[String],
+    FilePatch { path, patch, symbols }: FilePatch,
+) -> Row {
+    let entity = format!("commit/{}", c.sha);
+    let mut row = Row::keyed(RowType::Diff, repo, &entity, &diff_key(&c.sha, &path), 0);
+    row.title = Some(message.title.clone());
+    row.author = Some(format!("{} <{}>", c.author, c.author_email));
+    row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
+    row.created_at = c.authored_at;
+    row.updated_at = c.committed_at;
+    row.commit_sha = Some(c.sha.clone());
+    row.files_changed = vec![path.clone()];
+    row.path = Some(path);
+    row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
+    row.refs = refs.to_vec();
+    let mut body = message.description.clone();
+    if !symbols.is_empty() {
+        body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
+    }
+    row.set_body(&format!("{}\n\n{patch}", body.trim_start()));
+    row
+}
+
+/// One row per file a commit changed, in the diff's order (tests: a build takes them through
+/// [`OneCommit`]).
+#[cfg(test)]
+pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &mut Commit) -> Vec<Row> {
+    let (message, refs) = (clean_message(&c.message), find_refs(&c.message));
+    let parts = std::mem::take(&mut c.diff.files).all();
+    parts.into_iter().map(|part| diff_row(repo, web, c, &message, &refs, part)).collect()
 }
 
 /// The chunk rows of one markdown file at `commit`.
@@ -794,9 +892,44 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_s_rows_come_in_id_order_made_as_taken_whether_its_parts_are_held_or_written_out() {
+        use crate::diff::{DiffReader, PARTS_HELD};
+        let text: String = (0..40)
+            .map(|i| format!("diff --git a/f{i}.rs b/f{i}.rs\n@@ -1 +1 @@ fn f{i}(\n-a\n+b {i}\n"))
+            .collect();
+        let commit = |diff: Diff, files: Vec<String>| Commit {
+            sha: "d".repeat(40),
+            message: "Touch forty files\n\nSee #7.".into(),
+            files,
+            diff,
+            ..Commit::default()
+        };
+        // What the rows were when a commit's rows were all made, then sorted by id.
+        let row = commit_row("o/r", None, &commit(Diff::of(&text), Vec::new()), &Merged::default());
+        let mut expected = vec![row.clone()];
+        expected.extend(diff_rows("o/r", None, &mut commit(Diff::of(&text), Vec::new())));
+        expected.retain(|r| r.path.as_deref() != Some("f3.rs"));
+        expected.sort_by(|a, b| a.id.cmp(&b.id));
+        for hold in [PARTS_HELD, 0] {
+            let mut reader = DiffReader::holding(hold);
+            for line in text.split_inclusive('\n') {
+                reader.push(line);
+            }
+            let (files, diff) = reader.finish().unwrap();
+            assert_eq!(diff.files.spilled(), hold == 0);
+            let c = commit(diff, files);
+            let mut rows = OneCommit::new("o/r", None, c, Some(row.clone()), |p| p != "f3.rs");
+            assert_eq!(rows.len(), 40);
+            let got: Vec<Row> = rows.by_ref().collect();
+            assert!(rows.failed.is_none());
+            assert_eq!(got, expected, "holding {hold} bytes");
+        }
+    }
+
+    #[test]
     fn a_commit_diff_splits_into_one_part_per_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/docs/my file.md b/docs/my file.md\nnew file mode 100644\n--- /dev/null\n+++ b/docs/my file.md\n@@ -0,0 +1 @@\n+hi\n";
-        let parts = Diff::of(diff).files;
+        let parts = Diff::of(diff).files.all();
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].path, "src/a.rs");
         assert!(parts[0].patch.ends_with("+y"));

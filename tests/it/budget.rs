@@ -503,6 +503,41 @@ fn a_build_under_a_small_budget_holds_a_file_at_head_at_a_time_not_the_tree() {
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
 
+/// A repository at `dir` of one commit that adds `files` vendored files of 150 lines (about 9
+/// KB each): no code rows at HEAD (vendored), one diff row a file, each of them near the body
+/// cap, so the commit's rows are most of what it holds.
+fn import_commit(dir: &Path, files: usize) {
+    let at = "2026-01-01T00:00:00Z";
+    std::fs::create_dir_all(dir.join("vendor/lib")).unwrap();
+    for i in 0..files {
+        let text: String = (0..150)
+            .map(|k| format!("// module {i}, line {k}: value = {} and some words\n", k * i % 9973))
+            .collect();
+        std::fs::write(dir.join(format!("vendor/lib/m{i:05}.rs")), text).unwrap();
+    }
+    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
+    git_at(dir, at, at, &["add", "-A"]);
+    git_at(dir, at, at, &["commit", "-q", "-m", "Import the vendored library"]);
+}
+
+#[test]
+fn a_build_under_a_small_budget_holds_a_file_part_of_an_import_commit_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tiny, import) = (dir.path().join("tiny"), dir.path().join("import"));
+    synthetic_history(&tiny, 100, 11).unwrap();
+    // 90 MB of diff in one commit, whose 10,000 diff rows keep about 80 MB: held as the diff,
+    // or as the rows made from it, it is more than the budget.
+    import_commit(&import, 10_000);
+    let peak = |source: &Path, budget: &str, store: &str| {
+        peak_before_publish(source, &dir.path().join(store), budget)
+    };
+    let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
+    let (cut, rows) = peak(&import, "32MiB", "import");
+    eprintln!("peak before publish: {base} MiB ({tiny_rows} rows); {rows} rows: {cut} MiB");
+    assert!(rows > 10_000, "{rows} rows");
+    assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
+}
+
 #[test]
 fn the_staged_crawl_and_embed_under_a_small_budget_hold_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
