@@ -4,7 +4,7 @@
 //! commit's diff can be most of a repository (87 MB for 47 crates' sources): held whole while
 //! its rows were made, it set the build's peak whatever the budget.
 //!
-//! What is kept is exactly what cutting the whole diff gave ([`cut_diff`], [`hunk_symbols`],
+//! What is kept is exactly what cutting the whole diff gave ([`cut_diff`], `hunk_symbols`,
 //! each file's part cut the same way), so the rows are the same bytes either way: the tests
 //! hold the reading against the whole-diff functions.
 
@@ -32,7 +32,7 @@ pub(crate) const PARTS_HELD: usize = 4 << 20;
 pub(crate) struct Diff {
     /// The diff cut to its first lines ([`cut_diff`] of the whole diff).
     pub head: String,
-    /// The functions its hunks touch ([`hunk_symbols`] of the whole diff).
+    /// The functions its hunks touch (`hunk_symbols` of the whole diff).
     pub symbols: Vec<String>,
     /// One part per file, in the diff's order.
     pub files: FileParts,
@@ -350,7 +350,7 @@ fn hunk_symbols(diff: &str) -> Vec<String> {
     symbols.0
 }
 
-/// [`hunk_symbols`] read a line at a time.
+/// `hunk_symbols` read a line at a time.
 #[derive(Debug, Default)]
 struct Symbols(Vec<String>);
 

@@ -45,7 +45,7 @@ pub(crate) enum DocSource {
 /// every commit's parents, message, time and paths: the [`History`] edges need and a merge row
 /// lists its branch from, the order the history's rows are cut in, and each path's last change
 /// (a doc's `updated_at`). The rows themselves, a commit row and a diff row per file, come from
-/// the second pass ([`CommitRows::for_each_row`]), one commit at a time.
+/// the second pass ([`CommitRows::for_each_commit_rows`]), one commit at a time.
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
@@ -114,7 +114,7 @@ fn note_changes(last_change: &mut HashMap<String, DateTime<Utc>>, c: &Commit) {
 
 /// A repository's history ([`History`]) and its rows: a commit row per commit and a diff row
 /// per file it changed, after the repository's rules. The rows are read from git in a second
-/// pass ([`CommitRows::for_each_row`]) in the order a build cuts them into build segments (by
+/// pass ([`CommitRows::for_each_commit_rows`]) in the order a build cuts them into build segments (by
 /// author time, then commit; one commit's rows by id), so a build holds one commit's rows at a
 /// time, not the history's.
 #[derive(Debug, Default)]
