@@ -501,15 +501,8 @@ fn merged_of(history: &History, mainline: &[bool], merge: CommitNo) -> Merged {
 pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Merged) -> Row {
     let mut row = Row::new(RowType::Commit, repo, &format!("commit/{}", c.sha), 0);
     let message = clean_message(&c.message);
-    row.title = Some(message.title.clone());
-    row.author = Some(format!("{} <{}>", c.author, c.author_email));
-    row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
-    row.created_at = c.authored_at;
-    row.updated_at = c.committed_at;
-    row.commit_sha = Some(c.sha.clone());
+    set_commit_fields(&mut row, web, c, &message, find_refs(&c.message));
     row.files_changed = if c.files.is_empty() { merged.files.clone() } else { c.files.clone() };
-    row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
-    row.refs = find_refs(&c.message);
     // The model sees the title and what describes the change: the description and what a
     // merge brought in; lists of files and functions, who, and the diff are for BM25 only
     // (measured on the fd set: docs/quality.md).
@@ -773,6 +766,25 @@ impl Iterator for OneCommit<'_> {
 
 impl ExactSizeIterator for OneCommit<'_> {}
 
+/// What a commit row and its diff rows say alike of the commit: its title, who and when, its
+/// SHA and web page, and what its message refers to (`refs`).
+fn set_commit_fields(
+    row: &mut Row,
+    web: Option<&str>,
+    c: &Commit,
+    message: &Message,
+    refs: Vec<String>,
+) {
+    row.title = Some(message.title.clone());
+    row.author = Some(format!("{} <{}>", c.author, c.author_email));
+    row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
+    row.created_at = c.authored_at;
+    row.updated_at = c.committed_at;
+    row.commit_sha = Some(c.sha.clone());
+    row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
+    row.refs = refs;
+}
+
 /// The key a diff row's id is made from.
 fn diff_key(sha: &str, path: &str) -> String {
     format!("diff/{sha}/{path}")
@@ -789,16 +801,9 @@ fn diff_row(
 ) -> Row {
     let entity = format!("commit/{}", c.sha);
     let mut row = Row::keyed(RowType::Diff, repo, &entity, &diff_key(&c.sha, &path), 0);
-    row.title = Some(message.title.clone());
-    row.author = Some(format!("{} <{}>", c.author, c.author_email));
-    row.committer = Some(format!("{} <{}>", c.committer, c.committer_email));
-    row.created_at = c.authored_at;
-    row.updated_at = c.committed_at;
-    row.commit_sha = Some(c.sha.clone());
+    set_commit_fields(&mut row, web, c, message, refs.to_vec());
     row.files_changed = vec![path.clone()];
     row.path = Some(path);
-    row.url = web.map(|w| format!("{w}/commit/{}", c.sha));
-    row.refs = refs.to_vec();
     let mut body = message.description.clone();
     if !symbols.is_empty() {
         body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));

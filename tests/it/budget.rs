@@ -459,6 +459,18 @@ fn a_build_under_a_small_budget_holds_a_build_segment_not_the_repository() {
     assert!(whole >= cut + 50, "peak {cut} MiB under 32 MiB against {whole} MiB unbounded");
 }
 
+/// The peaks before publish, in MiB, of a 100-commit synthetic history built in `dir` with the
+/// default budget (what any build holds) and of `source` built under 32 MiB, and `source`'s
+/// rows: (base, cut, rows).
+fn peaks_under_32_mib_against_100_commits(dir: &Path, source: &Path) -> (u64, u64, u64) {
+    let tiny = dir.join("tiny");
+    synthetic_history(&tiny, 100, 11).unwrap();
+    let (base, tiny_rows) = peak_before_publish(&tiny, &dir.join("tiny-store"), "3GiB");
+    let (cut, rows) = peak_before_publish(source, &dir.join("cut-store"), "32MiB");
+    eprintln!("peak before publish: {base} MiB ({tiny_rows} rows); {rows} rows: {cut} MiB");
+    (base, cut, rows)
+}
+
 /// A repository at `dir` whose tree at HEAD is `files` Rust files of about 100 KB (50 functions
 /// of 2 KB each), added four a commit, so that no one commit's diff is large: its files at HEAD
 /// are most of what it holds.
@@ -489,16 +501,10 @@ fn wide_tree(dir: &Path, files: usize) {
 #[test]
 fn a_build_under_a_small_budget_holds_a_file_at_head_at_a_time_not_the_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let (tiny, wide) = (dir.path().join("tiny"), dir.path().join("wide"));
-    synthetic_history(&tiny, 100, 11).unwrap();
+    let wide = dir.path().join("wide");
     // 24 MB of code at HEAD: held whole with its rows, it is more than 60 MB.
     wide_tree(&wide, 240);
-    let peak = |source: &Path, budget: &str, store: &str| {
-        peak_before_publish(source, &dir.path().join(store), budget)
-    };
-    let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
-    let (cut, rows) = peak(&wide, "32MiB", "wide");
-    eprintln!("peak before publish: {base} MiB ({tiny_rows} rows); {rows} rows: {cut} MiB");
+    let (base, cut, rows) = peaks_under_32_mib_against_100_commits(dir.path(), &wide);
     assert!(rows > 5_000, "{rows} rows of code");
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
@@ -523,17 +529,11 @@ fn import_commit(dir: &Path, files: usize) {
 #[test]
 fn a_build_under_a_small_budget_holds_a_file_part_of_an_import_commit_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let (tiny, import) = (dir.path().join("tiny"), dir.path().join("import"));
-    synthetic_history(&tiny, 100, 11).unwrap();
+    let import = dir.path().join("import");
     // 90 MB of diff in one commit, whose 10,000 diff rows keep about 80 MB: held as the diff,
     // or as the rows made from it, it is more than the budget.
     import_commit(&import, 10_000);
-    let peak = |source: &Path, budget: &str, store: &str| {
-        peak_before_publish(source, &dir.path().join(store), budget)
-    };
-    let (base, tiny_rows) = peak(&tiny, "3GiB", "tiny");
-    let (cut, rows) = peak(&import, "32MiB", "import");
-    eprintln!("peak before publish: {base} MiB ({tiny_rows} rows); {rows} rows: {cut} MiB");
+    let (base, cut, rows) = peaks_under_32_mib_against_100_commits(dir.path(), &import);
     assert!(rows > 10_000, "{rows} rows");
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
