@@ -293,17 +293,33 @@ impl Row {
     /// records the full length, then hashes what will be embedded.
     pub fn set_body(&mut self, full: &str) {
         self.embed_chars = None;
-        self.set_body_text(full);
+        self.set_body_text(full, 0);
     }
 
     /// Sets the body to `head` + `tail` where only `head` is embedded (see [`Row::set_body`]).
     pub fn set_body_split(&mut self, head: &str, tail: &str) {
-        self.embed_chars = Some(head.chars().count());
-        self.set_body_text(&format!("{head}{tail}"));
+        self.set_body_split_cut(head, tail, 0);
     }
 
-    fn set_body_text(&mut self, full: &str) {
-        let chars = full.chars().count();
+    /// [`Row::set_body`] of a text of which only the first characters were kept: `held`, then
+    /// `more` characters not held (a diff whose long lines were counted as they were read).
+    /// When `more` is not 0, `held` must have at least [`BODY_MAX_CHARS`] characters, all the
+    /// body takes; the row is then the same as from the whole text.
+    pub fn set_body_cut(&mut self, held: &str, more: usize) {
+        self.embed_chars = None;
+        self.set_body_text(held, more);
+    }
+
+    /// [`Row::set_body_split`] of a tail of which `more` characters were not held (see
+    /// [`Row::set_body_cut`]).
+    pub fn set_body_split_cut(&mut self, head: &str, tail: &str, more: usize) {
+        self.embed_chars = Some(head.chars().count());
+        self.set_body_text(&format!("{head}{tail}"), more);
+    }
+
+    fn set_body_text(&mut self, full: &str, more: usize) {
+        let chars = full.chars().count() + more;
+        debug_assert!(more == 0 || chars - more >= BODY_MAX_CHARS, "a cut text holds the body");
         self.body_chars = chars as i64;
         if chars > BODY_MAX_CHARS {
             let cut = full.char_indices().nth(BODY_MAX_CHARS).map_or(full.len(), |(i, _)| i);

@@ -1,18 +1,22 @@
-//! A commit's diff read a line at a time ([`DiffReader`]): what its rows keep of it, never the
-//! whole diff (issue 30). A commit row keeps the diff's first [`DIFF_MAX_LINES`] lines and the
-//! functions its hunk headers name; a diff row keeps the same of one file's part. An import
-//! commit's diff can be most of a repository (87 MB for 47 crates' sources): held whole while
-//! its rows were made, it set the build's peak whatever the budget.
+//! A commit's diff read in pieces ([`DiffReader`]): what its rows keep of it, never the whole
+//! diff nor a whole line of it (issue 30). A commit row keeps the diff's first
+//! [`DIFF_MAX_LINES`] lines and the functions its hunk headers name; a diff row keeps the same
+//! of one file's part. An import commit's diff can be most of a repository (87 MB for 47
+//! crates' sources), and a minified file's one line megabytes: held whole while its rows were
+//! made, either set the build's peak whatever the budget.
 //!
 //! What is kept is exactly what cutting the whole diff gave ([`cut_diff`], `hunk_symbols`,
-//! each file's part cut the same way), so the rows are the same bytes either way: the tests
-//! hold the reading against the whole-diff functions.
+//! each file's part cut the same way) up to the [`BODY_MAX_CHARS`] characters a row's body
+//! takes, with a count of the characters past them ([`Cut`]), so the rows are the same bytes
+//! either way: the tests hold the reading against the whole-diff functions.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 
 use serde::{Deserialize, Serialize};
+
+use hubdex_formats::BODY_MAX_CHARS;
 
 use crate::git::patch_path;
 
@@ -31,7 +35,7 @@ pub(crate) const PARTS_HELD: usize = 4 << 20;
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Diff {
     /// The diff cut to its first lines ([`cut_diff`] of the whole diff).
-    pub head: String,
+    pub head: Cut,
     /// The functions its hunks touch (`hunk_symbols` of the whole diff).
     pub symbols: Vec<String>,
     /// One part per file, in the diff's order.
@@ -61,7 +65,7 @@ impl FileParts {
     /// Adds the next part; past `hold` bytes held, every part is in the temporary file.
     fn push(&mut self, part: FilePatch, hold: usize) -> std::io::Result<()> {
         if self.spilled.is_none() {
-            self.held_bytes += part.path.len() + part.patch.len();
+            self.held_bytes += part.path.len() + part.patch.text.len();
             self.held.push(part);
             if self.held_bytes <= hold {
                 return Ok(());
@@ -167,7 +171,7 @@ pub(crate) struct FilePatch {
     /// The file's path (the new side; renames are off).
     pub path: String,
     /// Its part of the diff, trailing whitespace trimmed, cut to its first lines.
-    pub patch: String,
+    pub patch: Cut,
     /// The functions its hunks touch.
     pub symbols: Vec<String>,
 }
@@ -185,16 +189,23 @@ impl Diff {
     }
 }
 
-/// Reads a commit's diff a line at a time and keeps what its rows need ([`Diff`]), and the paths
-/// it changed.
+/// Reads a commit's diff in pieces and keeps what its rows need ([`Diff`]), and the paths it
+/// changed. A piece is any part of the diff's text: a line longer than the pieces it comes in
+/// is never held whole (a minified file's line can be megabytes, a row keeps 8,000 characters).
 #[derive(Debug)]
 pub(crate) struct DiffReader {
     /// Bytes of file parts held before they go to a temporary file ([`PARTS_HELD`]).
     hold: usize,
+    /// Characters of each cut text held ([`BODY_MAX_CHARS`]).
+    keep: usize,
     /// The first write to the temporary file that failed.
     failed: Option<std::io::Error>,
     /// Whether the diff has begun: the empty lines before it are not part of it.
     begun: bool,
+    /// The line being read, until it ends or passes [`LINE_START_HELD`] bytes.
+    start: String,
+    /// The line being read passed its start: its pieces go straight to the heads.
+    past_start: bool,
     whole: Head,
     symbols: Symbols,
     paths: Vec<String>,
@@ -204,20 +215,29 @@ pub(crate) struct DiffReader {
     files: FileParts,
 }
 
+/// Bytes of a line's start held whole: what says whether it opens a file's part and names its
+/// path (two paths of at most 4,096 bytes) or heads a hunk (git writes at most 80 bytes of the
+/// function). The rest of a longer line is counted, not held.
+const LINE_START_HELD: usize = 16 << 10;
+
 impl Default for DiffReader {
     fn default() -> DiffReader {
-        DiffReader::holding(PARTS_HELD)
+        DiffReader::holding(PARTS_HELD, BODY_MAX_CHARS)
     }
 }
 
 impl DiffReader {
-    /// A reader that holds `hold` bytes of file parts before it writes them out.
-    pub(crate) fn holding(hold: usize) -> DiffReader {
+    /// A reader that holds `hold` bytes of file parts before it writes them out, and `keep`
+    /// characters of each cut text.
+    pub(crate) fn holding(hold: usize, keep: usize) -> DiffReader {
         DiffReader {
             hold,
+            keep,
             failed: None,
             begun: false,
-            whole: Head::default(),
+            start: String::new(),
+            past_start: false,
+            whole: Head::keeping(keep),
             symbols: Symbols::default(),
             paths: Vec::new(),
             part: None,
@@ -225,28 +245,62 @@ impl DiffReader {
         }
     }
 
-    /// Takes the diff's next line, with its `\n` (the last line may have none).
-    pub(crate) fn push(&mut self, line: &str) {
+    /// Takes the diff's next piece of text: any part of it, lines ending in `\n` (the last may
+    /// have none).
+    pub(crate) fn push(&mut self, mut text: &str) {
+        while !text.is_empty() {
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            let (piece, rest) = text.split_at(at);
+            text = rest;
+            if self.past_start {
+                self.feed(piece);
+                self.past_start = !piece.ends_with('\n');
+                continue;
+            }
+            self.start.push_str(piece);
+            if self.start.ends_with('\n') {
+                self.take_start(true);
+            } else if self.start.len() >= LINE_START_HELD {
+                self.take_start(false);
+            }
+        }
+    }
+
+    /// The line's start is read (`whole`: the whole line): what it begins decides where the
+    /// line goes.
+    fn take_start(&mut self, whole: bool) {
+        let line = std::mem::take(&mut self.start);
         if !self.begun {
             if line == "\n" {
                 return;
             }
             self.begun = true;
         }
-        let bare = bare_line(line);
-        self.whole.push(line);
+        let bare = bare_line(&line);
         self.symbols.push(bare);
         if line.starts_with("diff --git ") {
             self.end_part();
-            let path = patch_path(bare).map(str::to_string);
+            let path = patch_path(bare).filter(|_| whole).map(str::to_string);
             if let Some(path) = &path {
                 self.paths.push(path.clone());
             }
-            self.part = Some((path, Head::default(), Symbols::default()));
+            self.part = Some((path, Head::keeping(self.keep), Symbols::default()));
         }
-        if let Some((Some(_), head, symbols)) = &mut self.part {
-            head.push(line);
+        if let Some((Some(_), _, symbols)) = &mut self.part {
             symbols.push(bare);
+        }
+        self.feed(&line);
+        self.past_start = !whole;
+        if line.capacity() <= LINE_START_HELD * 2 {
+            self.start = line;
+            self.start.clear();
+        }
+    }
+
+    fn feed(&mut self, piece: &str) {
+        self.whole.feed(piece);
+        if let Some((Some(_), head, _)) = &mut self.part {
+            head.feed(piece);
         }
     }
 
@@ -262,6 +316,9 @@ impl DiffReader {
     /// The paths the diff changed, and what its rows keep of it; an error when its parts could
     /// not be written to their temporary file.
     pub(crate) fn finish(mut self) -> std::io::Result<(Vec<String>, Diff)> {
+        if !self.start.is_empty() {
+            self.take_start(true);
+        }
         self.end_part();
         if let Some(e) = self.failed {
             return Err(e);
@@ -280,62 +337,237 @@ fn bare_line(line: &str) -> &str {
     }
 }
 
-/// The first [`DIFF_MAX_LINES`] lines of a text read a line at a time, and how many it has.
+/// Text cut to what a row can hold: the first characters of a text, and how many more it has.
+/// `more` is 0 when `text` is all of it; otherwise `text` holds at least the characters a
+/// [`DiffReader`] keeps ([`BODY_MAX_CHARS`] in a build), all a row's body takes of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Cut {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How a line ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+enum End {
+    /// The last line of a text without a newline.
+    #[default]
+    None,
+    Lf,
+    CrLf,
+}
+
+impl End {
+    fn as_str(self) -> &'static str {
+        match self {
+            End::None => "",
+            End::Lf => "\n",
+            End::CrLf => "\r\n",
+        }
+    }
+}
+
+/// One line of a [`Head`], read in pieces: its first characters, and counts of the rest.
 #[derive(Debug, Default)]
-struct Head {
+struct Line {
+    /// The first `room` characters of the line without its ending.
     text: String,
+    /// Characters `text` may hold.
+    room: usize,
+    /// Characters in `text`.
+    kept: usize,
+    /// Characters in the line without its ending.
+    chars: usize,
+    /// Characters up to and with its last one that is not whitespace (0: whitespace only).
+    content: usize,
+    end: End,
+    /// The last piece ended in `\r`, which is the line's ending if `\n` comes next.
+    cr: bool,
+}
+
+impl Line {
+    fn feed(&mut self, mut piece: &str) {
+        if self.cr {
+            self.cr = false;
+            if piece == "\n" {
+                self.end = End::CrLf;
+                return;
+            }
+            self.add("\r");
+        }
+        if let Some(line) = piece.strip_suffix('\n') {
+            (piece, self.end) = match line.strip_suffix('\r') {
+                Some(line) => (line, End::CrLf),
+                None => (line, End::Lf),
+            };
+        } else if let Some(line) = piece.strip_suffix('\r') {
+            (piece, self.cr) = (line, true);
+        }
+        self.add(piece);
+    }
+
+    /// The line ends without a newline (the last of a text).
+    fn close(&mut self) {
+        if std::mem::take(&mut self.cr) {
+            self.add("\r");
+        }
+    }
+
+    fn add(&mut self, s: &str) {
+        let n = s.chars().count();
+        let content = s.trim_end();
+        if !content.is_empty() {
+            self.content = self.chars + n - s[content.len()..].chars().count();
+        }
+        let take = (self.room - self.kept).min(n);
+        if take > 0 {
+            let to = s.char_indices().nth(take).map_or(s.len(), |(i, _)| i);
+            self.text.push_str(&s[..to]);
+            self.kept += take;
+        }
+        self.chars += n;
+    }
+}
+
+/// The first [`DIFF_MAX_LINES`] lines of a text read in pieces, and how many it has: what
+/// [`cut_diff`] needs of it, the lines' characters past the first `keep` counted, not held.
+#[derive(Debug)]
+struct Head {
+    /// Characters of the cut text held.
+    keep: usize,
     lines: usize,
     /// The number of the last line with more than whitespace in it.
     last_content: usize,
+    /// The first lines, ended.
+    kept: Vec<Line>,
+    /// The characters of the lines kept, joined by `\n` (the shortest way the cut writes them:
+    /// where the next line starts, at most).
+    joined: usize,
+    /// The line being read, once a piece of it came.
+    open: Option<Line>,
+}
+
+/// How [`write`] writes a [`Head`]'s lines.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Form {
+    /// As they were read.
+    Raw,
+    /// As read, the last without its trailing whitespace and ending (`trim_end`).
+    Trimmed,
+    /// Without their endings, joined by `\n` ([`str::lines`] joined).
+    Joined,
 }
 
 impl Head {
-    fn push(&mut self, line: &str) {
-        self.lines += 1;
-        if self.lines <= DIFF_MAX_LINES {
-            self.text.push_str(line);
+    fn keeping(keep: usize) -> Head {
+        Head { keep, lines: 0, last_content: 0, kept: Vec::new(), joined: 0, open: None }
+    }
+
+    /// Takes the next piece of text: part of one line, and its end if it ends in `\n`.
+    fn feed(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
         }
-        if line.chars().any(|c| !c.is_whitespace()) {
+        let line = self.open.get_or_insert_with(|| {
+            self.lines += 1;
+            let room = if self.lines <= DIFF_MAX_LINES {
+                self.keep.saturating_sub(self.joined)
+            } else {
+                0
+            };
+            Line { room, ..Line::default() }
+        });
+        line.feed(piece);
+        if line.end != End::None {
+            self.end_line();
+        }
+    }
+
+    fn end_line(&mut self) {
+        let Some(mut line) = self.open.take() else { return };
+        line.close();
+        if line.content > 0 {
             self.last_content = self.lines;
+        }
+        if self.lines <= DIFF_MAX_LINES {
+            self.joined += line.chars + 1;
+            self.kept.push(line);
         }
     }
 
     /// [`cut_diff`] of the text read.
-    fn cut(self) -> String {
-        let total = self.lines;
-        cut_kept(self.text, total)
+    fn cut(mut self) -> Cut {
+        self.end_line();
+        match self.lines.checked_sub(DIFF_MAX_LINES).filter(|&n| n > 0) {
+            None => write(&self.kept, Form::Raw, None),
+            Some(more) => write(&self.kept, Form::Joined, Some(more)),
+        }
     }
 
     /// [`cut_diff`] of the text read with its trailing whitespace trimmed: everything after
     /// its last line with content is whitespace, so trimming the lines kept is the same as
     /// trimming the whole whenever that line is among them.
-    fn cut_trimmed(self) -> String {
-        let total = self.last_content;
-        if total <= DIFF_MAX_LINES {
-            return self.text.trim_end().to_string();
+    fn cut_trimmed(mut self) -> Cut {
+        self.end_line();
+        match self.last_content.checked_sub(DIFF_MAX_LINES).filter(|&n| n > 0) {
+            None => write(&self.kept[..self.last_content], Form::Trimmed, None),
+            Some(more) => write(&self.kept, Form::Joined, Some(more)),
         }
-        cut_kept(self.text, total)
     }
 }
 
-/// The text of a diff's first lines (all of it when it has at most [`DIFF_MAX_LINES`]), as
-/// [`cut_diff`] gives a diff of `total` lines.
-fn cut_kept(text: String, total: usize) -> String {
-    if total <= DIFF_MAX_LINES {
-        return text;
+/// `lines` written in `form`, with a marker for `more` lines left out: as much of the text as
+/// the lines hold (up to the first line not held whole), and a count of the rest.
+///
+/// Each line held `keep` less the characters before it joined, at most; in every form a line
+/// starts no earlier than joined, so a line not held whole ends the text past `keep`
+/// characters.
+fn write(lines: &[Line], form: Form, more: Option<usize>) -> Cut {
+    let mut text = String::new();
+    let (mut total, mut whole) = (0, true);
+    for (i, line) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let (len, end) = match form {
+            Form::Raw => (line.chars, line.end.as_str()),
+            Form::Trimmed if last => (line.content, ""),
+            Form::Trimmed => (line.chars, line.end.as_str()),
+            Form::Joined => (line.chars, if last { "" } else { "\n" }),
+        };
+        total += len + end.len();
+        if !whole {
+            continue;
+        }
+        if line.kept >= len {
+            let to = line.text.char_indices().nth(len).map_or(line.text.len(), |(i, _)| i);
+            text.push_str(&line.text[..to]);
+            text.push_str(end);
+        } else {
+            text.push_str(&line.text);
+            whole = false;
+        }
     }
-    let mut out: String = text.lines().take(DIFF_MAX_LINES).collect::<Vec<_>>().join("\n");
-    out.push_str(&format!("\n[… {} more diff lines not shown]", total - DIFF_MAX_LINES));
-    out
+    if let Some(more) = more {
+        let marker = format!("\n[… {more} more diff lines not shown]");
+        total += marker.chars().count();
+        if whole {
+            text.push_str(&marker);
+        }
+    }
+    let more = total - text.chars().count();
+    Cut { text, more }
 }
 
 /// Cuts a diff to [`DIFF_MAX_LINES`] lines, with a marker saying how many were left out.
 pub fn cut_diff(diff: &str) -> String {
-    let mut head = Head::default();
+    let mut head = Head::keeping(usize::MAX);
     for line in diff.split_inclusive('\n') {
-        head.push(line);
+        head.feed(line);
     }
-    head.cut()
+    head.cut().text
 }
 
 /// The functions, types and sections a diff's hunks touch, from their headers (`@@ -1,2 +1,3
@@ -466,20 +698,62 @@ mod tests {
         (cut_whole(diff), hunk_symbols(diff), parts)
     }
 
-    /// The diff read a line at a time by a reader that holds `hold` bytes of file parts.
-    fn read_holding(diff: &str, hold: usize) -> Kept {
-        let mut reader = DiffReader::holding(hold);
-        for line in diff.split_inclusive('\n') {
+    /// The diff read in pieces of the given sizes (then a line at a time) by a reader that
+    /// holds `hold` bytes of file parts and `keep` characters of each cut text: what it kept,
+    /// and each cut text's count of characters not held.
+    fn read_in(diff: &str, pieces: &[usize], hold: usize, keep: usize) -> (Kept, Vec<usize>) {
+        let mut reader = DiffReader::holding(hold, keep);
+        let mut rest = diff;
+        for &n in pieces {
+            let at = (0..=n.min(rest.len())).rev().find(|&i| rest.is_char_boundary(i)).unwrap();
+            reader.push(&rest[..at]);
+            rest = &rest[at..];
+        }
+        for line in rest.split_inclusive('\n') {
             reader.push(line);
         }
         let (paths, mut d) = reader.finish().unwrap();
         let spilled = d.files.spilled();
-        let parts: Vec<_> =
-            d.files.all().into_iter().map(|f| (f.path, f.patch, f.symbols)).collect();
-        let bytes: usize = parts.iter().map(|p| p.0.len() + p.1.len()).sum();
+        let parts = d.files.all();
+        let bytes: usize = parts.iter().map(|p| p.path.len() + p.patch.text.len()).sum();
         assert_eq!(spilled, bytes > hold, "{bytes} bytes of parts, {hold} held");
-        assert_eq!(paths, parts.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
-        (d.head, d.symbols, parts)
+        assert_eq!(paths, parts.iter().map(|p| p.path.clone()).collect::<Vec<_>>());
+        let more = std::iter::once(d.head.more).chain(parts.iter().map(|p| p.patch.more)).collect();
+        let parts = parts.into_iter().map(|f| (f.path, f.patch.text, f.symbols)).collect();
+        ((d.head.text, d.symbols, parts), more)
+    }
+
+    /// The diff read a line at a time by a reader that holds `hold` bytes of file parts, and
+    /// every cut text whole.
+    fn read_holding(diff: &str, hold: usize) -> Kept {
+        let (kept, more) = read_in(diff, &[], hold, usize::MAX);
+        assert!(more.iter().all(|&m| m == 0), "{more:?}");
+        kept
+    }
+
+    /// Each cut text read is the start of the one the whole diff gave, with at least `keep`
+    /// characters unless it is all of it, and counts the rest.
+    fn starts_of(read: (Kept, Vec<usize>), whole: Kept, keep: usize) -> Result<(), String> {
+        let ((head, symbols, parts), more) = read;
+        let (whole_head, whole_symbols, whole_parts) = whole;
+        if symbols != whole_symbols || parts.len() != whole_parts.len() {
+            return Err(format!("{symbols:?} {whole_symbols:?} {parts:?} {whole_parts:?}"));
+        }
+        let texts = std::iter::once((&head, &whole_head))
+            .chain(parts.iter().zip(&whole_parts).map(|(p, w)| (&p.1, &w.1)));
+        for ((text, whole), more) in texts.zip(more) {
+            let (held, all) = (text.chars().count(), whole.chars().count());
+            if !whole.starts_with(text.as_str()) || held + more != all || (more > 0 && held < keep)
+            {
+                return Err(format!("{text:?} + {more} of {whole:?}, {keep} kept"));
+            }
+        }
+        for (p, w) in parts.iter().zip(&whole_parts) {
+            if (&p.0, &p.2) != (&w.0, &w.2) {
+                return Err(format!("{p:?} against {w:?}"));
+            }
+        }
+        Ok(())
     }
 
     /// A line of a diff: headers, hunk headers naming functions, changed lines (some long, some
@@ -494,6 +768,7 @@ mod tests {
             2 => prop::sample::select(vec!["\n", " \n", "\t \n", "\r\n", "+x\r\n", "\u{a0}\n"])
                 .prop_map(str::to_string),
             1 => "\\+[\u{2500}-\u{257f}]{1,3}\n",
+            1 => "[ +-][a-z \u{e9}\u{2500}\r]{20,90}\n",
         ]
     }
 
@@ -535,6 +810,21 @@ mod tests {
             hold in prop_oneof![Just(PARTS_HELD), 0..3000usize],
         ) {
             prop_assert_eq!(read_holding(&d, hold), held_whole(&d));
+        }
+
+        #[test]
+        fn a_diff_read_in_pieces_keeps_the_start_of_what_the_whole_diff_gave_and_counts_the_rest(
+            d in diff(),
+            pieces in prop::collection::vec(1..40usize, 0..60),
+            keep in prop_oneof![Just(usize::MAX), 0..120usize],
+        ) {
+            let read = read_in(&d, &pieces, PARTS_HELD, keep);
+            if keep == usize::MAX {
+                prop_assert!(read.1.iter().all(|&m| m == 0));
+                prop_assert_eq!(read.0, held_whole(&d));
+            } else {
+                prop_assert_eq!(starts_of(read, held_whole(&d), keep), Ok(()));
+            }
         }
     }
 

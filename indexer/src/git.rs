@@ -167,7 +167,7 @@ pub(crate) struct Commit {
     pub committed_at: Option<DateTime<Utc>>,
     pub message: String,
     pub files: Vec<String>,
-    /// What the rows keep of its unified diff (read a line at a time, never held whole);
+    /// What the rows keep of its unified diff (read in pieces, never held whole);
     /// merges and the first pass's summaries have none.
     pub diff: Diff,
 }
@@ -223,17 +223,29 @@ fn parse_summary(raw: &[u8]) -> Option<Commit> {
 
 /// Reads the records of `git log -p` as they come, and hands each commit to `each`, which
 /// returns false to stop; whether it stopped. A record's header (up to its message's end) is
-/// read whole, its diff a line at a time into a [`DiffReader`]: no record is held whole, so an
-/// import commit's diff (most of a repository) is never in memory at once. Bytes that are not
-/// UTF-8 become U+FFFD, as if the record were read whole: a line ends at an ASCII byte, which
-/// ends any broken sequence before it.
+/// read whole, its diff in pieces of at most [`DIFF_PIECE`] bytes, each ending at a line's end
+/// or before, into a [`DiffReader`]: no record is held whole, so an import commit's diff (most
+/// of a repository) is never in memory at once, nor a minified file's line of megabytes. Bytes
+/// that are not UTF-8 become U+FFFD, as if the record were read whole ([`Utf8Pieces`]).
 fn each_patch_record(
+    out: impl BufRead,
+    each: impl FnMut(Commit) -> bool,
+) -> Result<bool, ReadFailed> {
+    each_patch_record_in(out, DIFF_PIECE, each)
+}
+
+/// Bytes of a diff read at a time: a line longer than this comes in pieces.
+const DIFF_PIECE: usize = 64 << 10;
+
+/// [`each_patch_record`] reading a diff `piece_max` bytes at a time at most.
+fn each_patch_record_in(
     mut out: impl BufRead,
+    piece_max: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<bool, ReadFailed> {
     let mut piece = Vec::new();
     // The bytes before the first separator.
-    if read_piece(&mut out, [RECORD, RECORD], &mut piece)?.is_none() {
+    if read_piece(&mut out, [RECORD, RECORD], usize::MAX, &mut piece)? == Stop::Eof {
         return Ok(false);
     }
     loop {
@@ -243,25 +255,25 @@ fn each_patch_record(
         let mut ended = None;
         for _ in 0..9 {
             piece.clear();
-            let end = read_piece(&mut out, [FIELD as u8, RECORD], &mut piece)?;
+            let stop = read_piece(&mut out, [FIELD as u8, RECORD], usize::MAX, &mut piece)?;
             header.extend_from_slice(&piece);
-            if end != Some(FIELD as u8) {
-                ended = Some(end);
+            if stop != Stop::At(FIELD as u8) {
+                ended = Some(stop);
                 break;
             }
         }
         let mut diff = DiffReader::default();
-        let end = match ended {
-            Some(end) => end,
+        let mut text = Utf8Pieces::default();
+        let stop = match ended {
+            Some(stop) => stop,
             None => loop {
                 piece.clear();
-                let end = read_piece(&mut out, [b'\n', RECORD], &mut piece)?;
-                let line = piece.strip_suffix(&[RECORD]).unwrap_or(&piece);
-                if !line.is_empty() {
-                    diff.push(&String::from_utf8_lossy(line));
-                }
-                if end != Some(b'\n') {
-                    break end;
+                let stop = read_piece(&mut out, [b'\n', RECORD], piece_max, &mut piece)?;
+                let bytes = piece.strip_suffix(&[RECORD]).unwrap_or(&piece);
+                diff.push(&text.decode(bytes, stop != Stop::Full));
+                match stop {
+                    Stop::At(b'\n') | Stop::Full => {}
+                    _ => break stop,
                 }
             },
         };
@@ -274,13 +286,53 @@ fn each_patch_record(
                 return Ok(true);
             }
         }
-        if end.is_none() {
+        if stop == Stop::Eof {
             return Ok(false);
         }
         if piece.capacity() > KEEP_RECORD_BUFFER {
             piece = Vec::new();
         }
     }
+}
+
+/// Decodes text read in pieces as [`String::from_utf8_lossy`] decodes it whole: a piece that
+/// stops inside a character leaves that character's first bytes for the next piece.
+#[derive(Debug, Default)]
+struct Utf8Pieces {
+    carried: Vec<u8>,
+}
+
+impl Utf8Pieces {
+    /// The text of `bytes` after what was carried; `ends` when no piece of this text follows.
+    fn decode(&mut self, bytes: &[u8], ends: bool) -> String {
+        let bytes: std::borrow::Cow<[u8]> = if self.carried.is_empty() {
+            bytes.into()
+        } else {
+            let mut all = std::mem::take(&mut self.carried);
+            all.extend_from_slice(bytes);
+            all.into()
+        };
+        let cut = if ends { bytes.len() } else { bytes.len() - unfinished(&bytes) };
+        self.carried.extend_from_slice(&bytes[cut..]);
+        String::from_utf8_lossy(&bytes[..cut]).into_owned()
+    }
+}
+
+/// How many of the last bytes of `bytes` begin a character its end cut short: its first byte is
+/// within the last three and says more follow. The decoder starts afresh at any byte that is not
+/// a continuation byte, so what comes before it decodes the same whatever follows.
+fn unfinished(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let width = match bytes[bytes.len() - back] {
+            0x80..=0xBF => continue,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if width > back { back } else { 0 };
+    }
+    0
 }
 
 /// Why `git log -p`'s records could not be read ([`each_patch_record`]).
@@ -298,37 +350,51 @@ impl From<std::io::Error> for ReadFailed {
     }
 }
 
-/// Reads from `out` into `buf` up to and with the first of the bytes `ends`; which one ended
-/// it, or `None` at the end of the output.
+/// Where [`read_piece`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// At one of the bytes it was to stop at (the last byte read).
+    At(u8),
+    /// At the most it was to read.
+    Full,
+    /// At the end of the output.
+    Eof,
+}
+
+/// Reads from `out` into `buf` up to and with the first of the bytes `ends`, or until `buf`
+/// holds `max` bytes; where it stopped.
 fn read_piece(
     out: &mut impl BufRead,
     ends: [u8; 2],
+    max: usize,
     buf: &mut Vec<u8>,
-) -> std::io::Result<Option<u8>> {
+) -> std::io::Result<Stop> {
     loop {
-        let (found, used) = {
+        let (stop, used) = {
             let available = match out.fill_buf() {
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
             if available.is_empty() {
-                return Ok(None);
+                return Ok(Stop::Eof);
             }
+            let room = max.saturating_sub(buf.len());
+            let available = &available[..available.len().min(room)];
             match memchr::memchr2(ends[0], ends[1], available) {
                 Some(i) => {
                     buf.extend_from_slice(&available[..=i]);
-                    (Some(available[i]), i + 1)
+                    (Some(Stop::At(available[i])), i + 1)
                 }
                 None => {
                     buf.extend_from_slice(available);
-                    (None, available.len())
+                    ((buf.len() >= max).then_some(Stop::Full), available.len())
                 }
             }
         };
         out.consume(used);
-        if found.is_some() {
-            return Ok(found);
+        if let Some(stop) = stop {
+            return Ok(stop);
         }
     }
 }
@@ -994,10 +1060,14 @@ pub(crate) mod tests {
         assert_eq!(a.files, ["caf\u{e9}.rs", "b.md"]);
         assert_eq!(a.diff, Diff::of(&format!("{first}{second}")));
         assert_eq!(a.diff.symbols, ["go"]);
-        assert!(a.diff.head.ends_with("[… 104 more diff lines not shown]"), "{}", a.diff.head);
+        assert!(
+            a.diff.head.text.ends_with("[… 104 more diff lines not shown]"),
+            "{}",
+            a.diff.head.text
+        );
         assert_eq!((a.diff.files.len(), a.diff.files.path(1)), (2, "b.md"));
         assert_eq!((commits[1].files.len(), &commits[1].diff), (0, &Diff::default()));
-        assert_eq!(commits[2].diff.head, "diff --git a/x b/x\n+\u{fffd}\u{fffd}\n+\u{fffd}");
+        assert_eq!(commits[2].diff.head.text, "diff --git a/x b/x\n+\u{fffd}\u{fffd}\n+\u{fffd}");
         // A caller that stops is told so.
         let mut seen = 0;
         let stopped = each_patch_record(&out[..], |_| {
@@ -1013,6 +1083,42 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert_eq!(again, commits);
+        // So does one that reads a diff a few bytes at a time: a line comes in pieces, a
+        // character of several bytes (é, │, the broken ones) split between two.
+        for piece in [1, 2, 3, 5] {
+            let mut again = Vec::new();
+            each_patch_record_in(&out[..], piece, |c| {
+                again.push(c);
+                true
+            })
+            .unwrap();
+            assert_eq!(again, commits, "pieces of {piece} bytes");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn text_decoded_in_pieces_is_the_text_decoded_whole(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![b'a', b'\n', 0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0x94, 0x82, 0xf0, 0x9f, 0xff]),
+                    proptest::num::u8::ANY,
+                ],
+                0..64,
+            ),
+            cuts in proptest::collection::vec(0..64usize, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort();
+            let mut pieces = Utf8Pieces::default();
+            let (mut text, mut from) = (String::new(), 0);
+            for &to in &cuts {
+                text.push_str(&pieces.decode(&bytes[from..to], false));
+                from = to;
+            }
+            text.push_str(&pieces.decode(&bytes[from..], true));
+            proptest::prop_assert_eq!(text, String::from_utf8_lossy(&bytes));
+        }
     }
 
     #[test]
@@ -1322,7 +1428,7 @@ pub(crate) mod tests {
         );
         for (s, p) in summaries.iter().zip(&patches) {
             assert_eq!(s.files, p.files, "commit {}", s.message);
-            assert!(s.diff == Diff::default() && !p.diff.head.is_empty());
+            assert!(s.diff == Diff::default() && !p.diff.head.text.is_empty());
         }
         let named: Vec<&str> =
             summaries.iter().flat_map(|c| c.files.iter().map(String::as_str)).collect();

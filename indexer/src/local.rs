@@ -538,11 +538,11 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
     if c.parents.len() > 1 {
         section(&mut tail, &format!("Merge of {}", c.parents.join(" ")));
     }
-    section(&mut tail, &c.diff.head);
+    section(&mut tail, &c.diff.head.text);
     if !head.is_empty() {
         tail.insert_str(0, "\n\n");
     }
-    row.set_body_split(&head, &tail);
+    row.set_body_split_cut(&head, &tail, c.diff.head.more);
     row
 }
 
@@ -808,7 +808,7 @@ fn diff_row(
     if !symbols.is_empty() {
         body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
     }
-    row.set_body(&format!("{}\n\n{patch}", body.trim_start()));
+    row.set_body_cut(&format!("{}\n\n{}", body.trim_start(), patch.text), patch.more);
     row
 }
 
@@ -916,7 +916,7 @@ mod tests {
         expected.retain(|r| r.path.as_deref() != Some("f3.rs"));
         expected.sort_by(|a, b| a.id.cmp(&b.id));
         for hold in [PARTS_HELD, 0] {
-            let mut reader = DiffReader::holding(hold);
+            let mut reader = DiffReader::holding(hold, hubdex_formats::BODY_MAX_CHARS);
             for line in text.split_inclusive('\n') {
                 reader.push(line);
             }
@@ -932,12 +932,58 @@ mod tests {
     }
 
     #[test]
+    fn rows_of_a_diff_whose_long_lines_were_counted_not_held_are_the_rows_of_the_whole_diff() {
+        use crate::diff::{DiffReader, PARTS_HELD};
+        // A minified file's one line, a long line of several-byte characters ending in
+        // whitespace, lines past the cut, and a short file: what rows hold of each.
+        use hubdex_formats::BODY_MAX_CHARS;
+        let long = "x".repeat(3 * BODY_MAX_CHARS);
+        let wide = format!("{}  \r\n", "\u{2500}".repeat(BODY_MAX_CHARS + 7));
+        let many: String = (0..250).map(|i| format!("+{}\n", "y".repeat(i * 40))).collect();
+        let text = format!(
+            "diff --git a/app.min.js b/app.min.js\n@@ -0,0 +1 @@\n+{long}\n\
+             diff --git a/w.txt b/w.txt\n+{wide}\
+             diff --git a/many.txt b/many.txt\n{many}\
+             diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n"
+        );
+        let rows = |keep: usize, piece: usize| {
+            let mut reader = DiffReader::holding(PARTS_HELD, keep);
+            let mut rest = text.as_str();
+            while !rest.is_empty() {
+                let at = (1..=piece.min(rest.len())).rev().find(|&i| rest.is_char_boundary(i));
+                let (now, later) = rest.split_at(at.unwrap_or(rest.len()));
+                reader.push(now);
+                rest = later;
+            }
+            let (files, diff) = reader.finish().unwrap();
+            assert!(keep == usize::MAX || diff.head.more > 0);
+            let c = Commit {
+                sha: "e".repeat(40),
+                message: "Vendor the app".into(),
+                files,
+                diff,
+                ..Commit::default()
+            };
+            let row = commit_row("o/r", None, &c, &Merged::default());
+            let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
+            rows.sort_by(|a, b| a.id.cmp(&b.id));
+            rows
+        };
+        let whole = rows(usize::MAX, usize::MAX);
+        assert_eq!(whole.len(), 5);
+        assert!(whole.iter().filter(|r| r.truncated).count() >= 4, "{whole:?}");
+        for piece in [usize::MAX, 4096, 7] {
+            assert_eq!(rows(BODY_MAX_CHARS, piece), whole, "pieces of {piece} bytes");
+        }
+    }
+
+    #[test]
     fn a_commit_diff_splits_into_one_part_per_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/docs/my file.md b/docs/my file.md\nnew file mode 100644\n--- /dev/null\n+++ b/docs/my file.md\n@@ -0,0 +1 @@\n+hi\n";
         let parts = Diff::of(diff).files.all();
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].path, "src/a.rs");
-        assert!(parts[0].patch.ends_with("+y"));
+        assert!(parts[0].patch.text.ends_with("+y"));
         assert_eq!(parts[1].path, "docs/my file.md");
         let mut c = Commit {
             sha: "a".repeat(40),

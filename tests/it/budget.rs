@@ -538,6 +538,30 @@ fn a_build_under_a_small_budget_holds_a_file_part_of_an_import_commit_at_a_time(
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
 
+/// A repository at `dir` of one commit that adds a minified script: one line of `mb` MB.
+fn minified_commit(dir: &Path, mb: usize) {
+    let at = "2026-01-01T00:00:00Z";
+    std::fs::create_dir_all(dir.join("dist")).unwrap();
+    let line: String =
+        (0..mb * 1_000_000 / 20).map(|i| format!("var a{:07}=b(c,{}),", i, i % 97)).collect();
+    std::fs::write(dir.join("dist/app.min.js"), format!("{line}\n")).unwrap();
+    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
+    git_at(dir, at, at, &["add", "-A"]);
+    git_at(dir, at, at, &["commit", "-q", "-m", "Build the bundle"]);
+}
+
+#[test]
+fn a_build_under_a_small_budget_counts_a_minified_line_and_holds_what_its_rows_keep() {
+    let dir = tempfile::tempdir().unwrap();
+    let minified = dir.path().join("minified");
+    // A 32 MB line: held whole (as read, in the commit's cut diff, in its file's part, in the
+    // row's text) it is several times the budget; its rows keep 8,000 characters of it.
+    minified_commit(&minified, 32);
+    let (base, cut, rows) = peaks_under_32_mib_against_100_commits(dir.path(), &minified);
+    assert!(rows >= 2, "{rows} rows");
+    assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
+}
+
 #[test]
 fn the_staged_crawl_and_embed_under_a_small_budget_hold_a_build_segment_not_the_repository() {
     let dir = tempfile::tempdir().unwrap();
