@@ -4,6 +4,7 @@
 //! (GitHub runners included), reads every object format and pack git itself writes, and
 //! streams `git log -p` of any size; hubdex only parses its plain-text output.
 
+use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -304,17 +305,18 @@ struct Utf8Pieces {
 
 impl Utf8Pieces {
     /// The text of `bytes` after what was carried; `ends` when no piece of this text follows.
-    fn decode(&mut self, bytes: &[u8], ends: bool) -> String {
-        let bytes: std::borrow::Cow<[u8]> = if self.carried.is_empty() {
-            bytes.into()
-        } else {
-            let mut all = std::mem::take(&mut self.carried);
-            all.extend_from_slice(bytes);
-            all.into()
-        };
-        let cut = if ends { bytes.len() } else { bytes.len() - unfinished(&bytes) };
-        self.carried.extend_from_slice(&bytes[cut..]);
-        String::from_utf8_lossy(&bytes[..cut]).into_owned()
+    fn decode<'a>(&mut self, bytes: &'a [u8], ends: bool) -> Cow<'a, str> {
+        let cut = |b: &[u8]| if ends { b.len() } else { b.len() - unfinished(b) };
+        if self.carried.is_empty() {
+            let at = cut(bytes);
+            self.carried.extend_from_slice(&bytes[at..]);
+            return String::from_utf8_lossy(&bytes[..at]);
+        }
+        let mut all = std::mem::take(&mut self.carried);
+        all.extend_from_slice(bytes);
+        let at = cut(&all);
+        self.carried.extend_from_slice(&all[at..]);
+        Cow::Owned(String::from_utf8_lossy(&all[..at]).into_owned())
     }
 }
 
