@@ -216,9 +216,10 @@ pub(crate) struct DiffReader {
 }
 
 /// Bytes of a line's start held whole: what says whether it opens a file's part and names its
-/// path (two paths of at most 4,096 bytes) or heads a hunk (git writes at most 80 bytes of the
+/// path (twice: a path of up to 32 KiB, eight times Linux's `PATH_MAX`; a longer one names no
+/// part, as a path git quotes names none) or heads a hunk (git writes at most 80 bytes of the
 /// function). The rest of a longer line is counted, not held.
-const LINE_START_HELD: usize = 16 << 10;
+const LINE_START_HELD: usize = 64 << 10;
 
 impl Default for DiffReader {
     fn default() -> DiffReader {
@@ -837,6 +838,16 @@ mod tests {
         let (_, _, parts) = read(&d);
         assert!(parts[0].1.ends_with("[… 11 more diff lines not shown]"), "{}", parts[0].1);
         assert_eq!(read(&d), held_whole(&d));
+    }
+
+    #[test]
+    fn a_path_longer_than_the_pieces_it_comes_in_names_its_part() {
+        let path = format!("{}f.rs", "dir/".repeat(5_000));
+        let d = format!("diff --git a/{path} b/{path}\n+{}\n", "x".repeat(3 * BODY_MAX_CHARS));
+        let ((head, _, parts), more) = read_in(&d, &[7; 10_000], PARTS_HELD, BODY_MAX_CHARS);
+        assert_eq!(parts.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(), [path.as_str()]);
+        assert_eq!(head.chars().count(), BODY_MAX_CHARS);
+        assert_eq!(more[0] + BODY_MAX_CHARS, d.chars().count());
     }
 
     #[test]
