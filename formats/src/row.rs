@@ -292,8 +292,7 @@ impl Row {
     /// Sets the body from the full text: cuts it at [`BODY_MAX_CHARS`] on a char boundary and
     /// records the full length, then hashes what will be embedded.
     pub fn set_body(&mut self, full: &str) {
-        self.embed_chars = None;
-        self.set_body_text(full, 0);
+        self.set_body_cut(full, 0);
     }
 
     /// Sets the body to `head` + `tail` where only `head` is embedded (see [`Row::set_body`]).

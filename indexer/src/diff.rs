@@ -181,11 +181,31 @@ impl Diff {
     /// message (tests, and commits built in memory).
     #[cfg(test)]
     pub(crate) fn of(diff: &str) -> Diff {
-        let mut reader = DiffReader::default();
-        for line in diff.split_inclusive('\n') {
+        Diff::read(diff, &[], PARTS_HELD, BODY_MAX_CHARS).1
+    }
+
+    /// `diff` read by a reader that holds `hold` bytes of file parts and `keep` characters of
+    /// each cut text, pushed in pieces of the sizes `pieces` gives (each ending at the start of
+    /// a character at or before it), then a line at a time: the paths it changed, and what its
+    /// rows keep (tests).
+    #[cfg(test)]
+    pub(crate) fn read(
+        diff: &str,
+        pieces: &[usize],
+        hold: usize,
+        keep: usize,
+    ) -> (Vec<String>, Diff) {
+        let mut reader = DiffReader::holding(hold, keep);
+        let mut rest = diff;
+        for &n in pieces {
+            let at = (0..=n.min(rest.len())).rev().find(|&i| rest.is_char_boundary(i)).unwrap();
+            reader.push(&rest[..at]);
+            rest = &rest[at..];
+        }
+        for line in rest.split_inclusive('\n') {
             reader.push(line);
         }
-        reader.finish().expect("a small diff is held").1
+        reader.finish().expect("the parts are held or written out")
     }
 }
 
@@ -202,10 +222,9 @@ pub(crate) struct DiffReader {
     failed: Option<std::io::Error>,
     /// Whether the diff has begun: the empty lines before it are not part of it.
     begun: bool,
-    /// The line being read, until it ends or passes [`LINE_START_HELD`] bytes.
+    /// The line being read, until it ends or passes [`LINE_START_HELD`] bytes; past its start,
+    /// the line is open in the heads and its pieces go straight to them.
     start: String,
-    /// The line being read passed its start: its pieces go straight to the heads.
-    past_start: bool,
     whole: Head,
     symbols: Symbols,
     paths: Vec<String>,
@@ -237,7 +256,6 @@ impl DiffReader {
             failed: None,
             begun: false,
             start: String::new(),
-            past_start: false,
             whole: Head::keeping(keep),
             symbols: Symbols::default(),
             paths: Vec::new(),
@@ -253,9 +271,8 @@ impl DiffReader {
             let at = text.find('\n').map_or(text.len(), |i| i + 1);
             let (piece, rest) = text.split_at(at);
             text = rest;
-            if self.past_start {
+            if self.whole.is_open() {
                 self.feed(piece);
-                self.past_start = !piece.ends_with('\n');
                 continue;
             }
             self.start.push_str(piece);
@@ -291,7 +308,6 @@ impl DiffReader {
             symbols.push(bare);
         }
         self.feed(&line);
-        self.past_start = !whole;
         if line.capacity() <= LINE_START_HELD * 2 {
             self.start = line;
             self.start.clear();
@@ -486,6 +502,11 @@ impl Head {
         if line.end != End::None {
             self.end_line();
         }
+    }
+
+    /// Whether a line is being read: a piece of it came, its end did not.
+    fn is_open(&self) -> bool {
+        self.open.is_some()
     }
 
     fn end_line(&mut self) {
@@ -703,17 +724,7 @@ mod tests {
     /// holds `hold` bytes of file parts and `keep` characters of each cut text: what it kept,
     /// and each cut text's count of characters not held.
     fn read_in(diff: &str, pieces: &[usize], hold: usize, keep: usize) -> (Kept, Vec<usize>) {
-        let mut reader = DiffReader::holding(hold, keep);
-        let mut rest = diff;
-        for &n in pieces {
-            let at = (0..=n.min(rest.len())).rev().find(|&i| rest.is_char_boundary(i)).unwrap();
-            reader.push(&rest[..at]);
-            rest = &rest[at..];
-        }
-        for line in rest.split_inclusive('\n') {
-            reader.push(line);
-        }
-        let (paths, mut d) = reader.finish().unwrap();
+        let (paths, mut d) = Diff::read(diff, pieces, hold, keep);
         let spilled = d.files.spilled();
         let parts = d.files.all();
         let bytes: usize = parts.iter().map(|p| p.path.len() + p.patch.text.len()).sum();

@@ -701,9 +701,10 @@ impl Drop for Ahead {
     }
 }
 
-/// [`log_patches`] for the first pass (`--name-only`), with up to `at_once` processes
-/// running at a time, each writing its chunk to a file ([`Ahead`]); the chunks are read in
-/// order, so `each` sees the commits as one process would give them. On 2 cores the
+/// The first pass's `git log --no-walk=unsorted --stdin --name-only` over `shas`, in that
+/// order, `chunk` commits a process (as [`log_patches`] asks for the second pass's), up to
+/// `at_once` processes running at a time, each writing its chunk to a file ([`Ahead`]); the
+/// chunks are read in order, so `each` sees the commits as one process would give them. On 2 cores the
 /// 400k-commit history's paths took 4.8 s so against 9.9 one process at a time
 /// (docs/performance.md, "The first pass on every core").
 ///
@@ -857,8 +858,9 @@ fn log_patch_records(
     Ok(())
 }
 
-/// A record buffer larger than this is not kept for the next record: one import commit's diff
-/// would otherwise stay allocated for the rest of its `git log`.
+/// A record buffer larger than this is not kept for the next record: one large record (a long
+/// message, the paths of an import commit) would otherwise stay allocated for the rest of its
+/// `git log`.
 const KEEP_RECORD_BUFFER: usize = 1 << 20;
 
 /// Hands each record of `git log`'s output (the bytes after a [`RECORD`] separator) to

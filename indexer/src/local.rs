@@ -898,7 +898,7 @@ mod tests {
 
     #[test]
     fn a_commit_s_rows_come_in_id_order_made_as_taken_whether_its_parts_are_held_or_written_out() {
-        use crate::diff::{DiffReader, PARTS_HELD};
+        use crate::diff::PARTS_HELD;
         let text: String = (0..40)
             .map(|i| format!("diff --git a/f{i}.rs b/f{i}.rs\n@@ -1 +1 @@ fn f{i}(\n-a\n+b {i}\n"))
             .collect();
@@ -916,11 +916,7 @@ mod tests {
         expected.retain(|r| r.path.as_deref() != Some("f3.rs"));
         expected.sort_by(|a, b| a.id.cmp(&b.id));
         for hold in [PARTS_HELD, 0] {
-            let mut reader = DiffReader::holding(hold, hubdex_formats::BODY_MAX_CHARS);
-            for line in text.split_inclusive('\n') {
-                reader.push(line);
-            }
-            let (files, diff) = reader.finish().unwrap();
+            let (files, diff) = Diff::read(&text, &[], hold, hubdex_formats::BODY_MAX_CHARS);
             assert_eq!(diff.files.spilled(), hold == 0);
             let c = commit(diff, files);
             let mut rows = OneCommit::new("o/r", None, c, Some(row.clone()), |p| p != "f3.rs");
@@ -933,10 +929,10 @@ mod tests {
 
     #[test]
     fn rows_of_a_diff_whose_long_lines_were_counted_not_held_are_the_rows_of_the_whole_diff() {
-        use crate::diff::{DiffReader, PARTS_HELD};
+        use crate::diff::PARTS_HELD;
+        use hubdex_formats::BODY_MAX_CHARS;
         // A minified file's one line, a long line of several-byte characters ending in
         // whitespace, lines past the cut, and a short file: what rows hold of each.
-        use hubdex_formats::BODY_MAX_CHARS;
         let long = "x".repeat(3 * BODY_MAX_CHARS);
         let wide = format!("{}  \r\n", "\u{2500}".repeat(BODY_MAX_CHARS + 7));
         let many: String = (0..250).map(|i| format!("+{}\n", "y".repeat(i * 40))).collect();
@@ -946,16 +942,11 @@ mod tests {
              diff --git a/many.txt b/many.txt\n{many}\
              diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n"
         );
-        let rows = |keep: usize, piece: usize| {
-            let mut reader = DiffReader::holding(PARTS_HELD, keep);
-            let mut rest = text.as_str();
-            while !rest.is_empty() {
-                let at = (1..=piece.min(rest.len())).rev().find(|&i| rest.is_char_boundary(i));
-                let (now, later) = rest.split_at(at.unwrap_or(rest.len()));
-                reader.push(now);
-                rest = later;
-            }
-            let (files, diff) = reader.finish().unwrap();
+        let rows = |keep: usize, piece: Option<usize>| {
+            // Pieces of `piece` bytes (`usize::MAX`: the whole text at once), or a line at a
+            // time.
+            let pieces = piece.map_or(Vec::new(), |n| vec![n; text.len()]);
+            let (files, diff) = Diff::read(&text, &pieces, PARTS_HELD, keep);
             assert!(keep == usize::MAX || diff.head.more > 0);
             let c = Commit {
                 sha: "e".repeat(40),
@@ -969,11 +960,11 @@ mod tests {
             rows.sort_by(|a, b| a.id.cmp(&b.id));
             rows
         };
-        let whole = rows(usize::MAX, usize::MAX);
+        let whole = rows(usize::MAX, None);
         assert_eq!(whole.len(), 5);
         assert!(whole.iter().filter(|r| r.truncated).count() >= 4, "{whole:?}");
-        for piece in [usize::MAX, 4096, 7] {
-            assert_eq!(rows(BODY_MAX_CHARS, piece), whole, "pieces of {piece} bytes");
+        for piece in [None, Some(usize::MAX), Some(4096), Some(7)] {
+            assert_eq!(rows(BODY_MAX_CHARS, piece), whole, "pieces of {piece:?} bytes");
         }
     }
 

@@ -509,21 +509,30 @@ fn a_build_under_a_small_budget_holds_a_file_at_head_at_a_time_not_the_tree() {
     assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
 
+/// A repository at `dir` of one commit, `message`, that adds `files` (path, text).
+fn one_commit(dir: &Path, message: &str, files: impl IntoIterator<Item = (String, String)>) {
+    let at = "2026-01-01T00:00:00Z";
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
+    git_at(dir, at, at, &["add", "-A"]);
+    git_at(dir, at, at, &["commit", "-q", "-m", message]);
+}
+
 /// A repository at `dir` of one commit that adds `files` vendored files of 150 lines (about 9
 /// KB each): no code rows at HEAD (vendored), one diff row a file, each of them near the body
 /// cap, so the commit's rows are most of what it holds.
 fn import_commit(dir: &Path, files: usize) {
-    let at = "2026-01-01T00:00:00Z";
-    std::fs::create_dir_all(dir.join("vendor/lib")).unwrap();
-    for i in 0..files {
+    let files = (0..files).map(|i| {
         let text: String = (0..150)
             .map(|k| format!("// module {i}, line {k}: value = {} and some words\n", k * i % 9973))
             .collect();
-        std::fs::write(dir.join(format!("vendor/lib/m{i:05}.rs")), text).unwrap();
-    }
-    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
-    git_at(dir, at, at, &["add", "-A"]);
-    git_at(dir, at, at, &["commit", "-q", "-m", "Import the vendored library"]);
+        (format!("vendor/lib/m{i:05}.rs"), text)
+    });
+    one_commit(dir, "Import the vendored library", files);
 }
 
 #[test]
@@ -540,14 +549,9 @@ fn a_build_under_a_small_budget_holds_a_file_part_of_an_import_commit_at_a_time(
 
 /// A repository at `dir` of one commit that adds a minified script: one line of `mb` MB.
 fn minified_commit(dir: &Path, mb: usize) {
-    let at = "2026-01-01T00:00:00Z";
-    std::fs::create_dir_all(dir.join("dist")).unwrap();
     let line: String =
         (0..mb * 1_000_000 / 20).map(|i| format!("var a{:07}=b(c,{}),", i, i % 97)).collect();
-    std::fs::write(dir.join("dist/app.min.js"), format!("{line}\n")).unwrap();
-    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
-    git_at(dir, at, at, &["add", "-A"]);
-    git_at(dir, at, at, &["commit", "-q", "-m", "Build the bundle"]);
+    one_commit(dir, "Build the bundle", [("dist/app.min.js".to_string(), format!("{line}\n"))]);
 }
 
 #[test]
