@@ -316,6 +316,21 @@ impl Row {
         self.set_body_text(&format!("{head}{tail}"), more);
     }
 
+    /// Counts `more` characters of the body's text that were never read, after the body was
+    /// set: a commit message of megabytes is read to its first MiB and the rest counted, and
+    /// they belong in the part the model sees (`embed_chars`, when set). `body_chars` takes
+    /// them in and the body is marked cut.
+    pub fn count_unread(&mut self, more: usize) {
+        if more > 0 {
+            self.body_chars += more as i64;
+            self.truncated = true;
+            if let Some(n) = &mut self.embed_chars {
+                *n += more;
+                self.content_sha256 = sha256_hex(self.embedding_text().as_bytes());
+            }
+        }
+    }
+
     fn set_body_text(&mut self, full: &str, more: usize) {
         let chars = full.chars().count() + more;
         debug_assert!(more == 0 || chars - more >= BODY_MAX_CHARS, "a cut text holds the body");

@@ -166,7 +166,12 @@ pub(crate) struct Commit {
     pub committer: String,
     pub committer_email: String,
     pub committed_at: Option<DateTime<Utc>>,
+    /// Its message, trailing whitespace trimmed; of one longer than [`FIELD_HELD`] bytes, the
+    /// first of them.
     pub message: String,
+    /// How many characters of the message were counted past what `message` holds, not held
+    /// (its trailing whitespace left out): 0 for any message under a MiB.
+    pub message_more: usize,
     pub files: Vec<String>,
     /// What the rows keep of its unified diff (read in pieces, never held whole);
     /// merges and the first pass's summaries have none.
@@ -180,21 +185,85 @@ fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s.trim()).ok().map(|t| t.with_timezone(&Utc))
 }
 
-/// The fields of a record before what follows its message, and what follows it (the paths of
-/// `--name-only`): the commit without its paths or diff. `None` for a record that is not one.
-fn parse_header(text: &str) -> Option<(Commit, &str)> {
-    let mut f = text.splitn(10, FIELD);
-    let sha = f.next()?.trim().to_string();
-    if sha.len() < 40 {
-        return None;
+/// Bytes of a record's field held: of a longer one (a commit message of megabytes, a generated
+/// log pasted into it) the first MiB is kept and the rest counted, not held ([`Field`]). git
+/// sets no limit on a message; a row's body takes 8,000 characters of it.
+const FIELD_HELD: usize = 1 << 20;
+
+/// A field of a record as read: its text, at most [`FIELD_HELD`] bytes of it, and how many
+/// characters after those were counted, not held (its trailing whitespace left out, as
+/// `trim_end` would leave it out).
+#[derive(Debug, Default)]
+struct Field {
+    text: String,
+    more: usize,
+}
+
+/// Reads one field of a record from `out`: up to the next [`FIELD`] or [`RECORD`] separator (or
+/// the output's end), holding at most `held` bytes of it and counting the rest in pieces of at
+/// most [`DIFF_PIECE`] bytes; where it stopped (after the separator). Bytes that are not UTF-8
+/// become U+FFFD, as if the field were read whole.
+fn read_field(
+    out: &mut impl BufRead,
+    held: usize,
+    piece: &mut Vec<u8>,
+) -> std::io::Result<(Field, Stop)> {
+    let ends = [FIELD as u8, RECORD];
+    piece.clear();
+    let mut stop = read_piece(out, ends, held, piece)?;
+    if stop != Stop::Full {
+        let text = String::from_utf8_lossy(without_separator(piece, stop)).into_owned();
+        return Ok((Field { text, more: 0 }, stop));
     }
-    let parents = f.next()?.split_whitespace().map(str::to_string).collect();
-    let (author, author_email, authored_at) =
-        (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
-    let (committer, committer_email, committed_at) =
-        (f.next()?.to_string(), f.next()?.to_string(), parse_time(f.next()?));
-    let message = f.next()?.trim_end().to_string();
-    let commit = Commit {
+    let mut pieces = Utf8Pieces::default();
+    let text = pieces.decode(piece, false).into_owned();
+    let (mut more, mut trailing) = (0, 0);
+    while stop == Stop::Full {
+        piece.clear();
+        stop = read_piece(out, ends, DIFF_PIECE, piece)?;
+        for c in pieces.decode(without_separator(piece, stop), stop != Stop::Full).chars() {
+            more += 1;
+            trailing = if c.is_whitespace() { trailing + 1 } else { 0 };
+        }
+    }
+    Ok((Field { text, more: more - trailing }, stop))
+}
+
+/// What [`read_piece`] read, less the separator it stopped at.
+fn without_separator(piece: &[u8], stop: Stop) -> &[u8] {
+    match stop {
+        Stop::At(_) => &piece[..piece.len() - 1],
+        Stop::Full | Stop::Eof => piece,
+    }
+}
+
+/// How many fields a record has before what follows its message (the paths of `--name-only`,
+/// the diff of `-p`): SHA, parents, author, email and date, committer, email and date, message.
+const HEAD_FIELDS: usize = 9;
+
+/// Reads a record's fields up to the separator after its message ([`read_field`], at most
+/// `held` bytes of each held); where the last one read stopped: at a [`FIELD`] separator when
+/// all [`HEAD_FIELDS`] were read and what follows the message comes next, else where the
+/// record ended.
+fn read_head(
+    out: &mut impl BufRead,
+    held: usize,
+    piece: &mut Vec<u8>,
+) -> std::io::Result<(Vec<Field>, Stop)> {
+    let mut fields = Vec::with_capacity(HEAD_FIELDS);
+    loop {
+        let (field, stop) = read_field(out, held, piece)?;
+        fields.push(field);
+        if stop != Stop::At(FIELD as u8) || fields.len() == HEAD_FIELDS {
+            return Ok((fields, stop));
+        }
+    }
+}
+
+/// The commit a record's head ([`read_head`]) names, without its paths or diff. `None` for a
+/// record that is not one.
+fn parse_head(fields: Vec<Field>) -> Option<Commit> {
+    let [
         sha,
         parents,
         author,
@@ -204,27 +273,121 @@ fn parse_header(text: &str) -> Option<(Commit, &str)> {
         committer_email,
         committed_at,
         message,
+    ] = <[Field; HEAD_FIELDS]>::try_from(fields).ok()?;
+    let sha = sha.text.trim().to_string();
+    if sha.len() < 40 {
+        return None;
+    }
+    // A message held whole is trimmed; of one cut short, what follows the part held is not
+    // its end.
+    let (message, message_more) = match message.more {
+        0 => (message.text.trim_end().to_string(), 0),
+        more => (message.text, more),
+    };
+    Some(Commit {
+        sha,
+        parents: parents.text.split_whitespace().map(str::to_string).collect(),
+        author: author.text,
+        author_email: author_email.text,
+        authored_at: parse_time(&authored_at.text),
+        committer: committer.text,
+        committer_email: committer_email.text,
+        committed_at: parse_time(&committed_at.text),
+        message,
+        message_more,
         files: Vec::new(),
         diff: Diff::default(),
-    };
-    Some((commit, f.next().unwrap_or("")))
+    })
 }
 
-/// One record of the first pass's `git log --name-only`: the commit and the paths it changed.
-fn parse_summary(raw: &[u8]) -> Option<Commit> {
-    // Bytes that are not UTF-8 (old encodings in messages or paths) become U+FFFD.
+/// The paths of a `--name-only` record, what follows its message: a path a line. A path git
+/// quotes (a quote, a backslash or a control character in it) is left out, as [`patch_path`]
+/// leaves it out, so both passes name the same files. Bytes that are not UTF-8 (old encodings)
+/// become U+FFFD.
+fn parse_paths(raw: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(raw);
-    let (mut commit, rest) = parse_header(&text)?;
-    // A path a line. A path git quotes (a quote, a backslash or a control character in it) is
-    // left out, as [`patch_path`] leaves it out, so both passes name the same files.
-    commit.files =
-        rest.lines().filter(|l| !l.is_empty() && !l.starts_with('"')).map(str::to_string).collect();
-    Some(commit)
+    text.lines().filter(|l| !l.is_empty() && !l.starts_with('"')).map(str::to_string).collect()
+}
+
+/// Reads past the next [`RECORD`] separator without holding what comes before it; false when
+/// the output ended first.
+fn skip_record(out: &mut impl BufRead) -> std::io::Result<bool> {
+    loop {
+        let (found, used) = {
+            let available = match out.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                return Ok(false);
+            }
+            match memchr::memchr(RECORD, available) {
+                Some(i) => (true, i + 1),
+                None => (false, available.len()),
+            }
+        };
+        out.consume(used);
+        if found {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads the records of the first pass's `git log --name-only` as they come, and hands each
+/// commit, with its paths, to `each`, which returns false to stop; whether it stopped. A
+/// record's fields are read as [`each_patch_record`] reads them (at most a MiB of a message
+/// held); its paths whole (an import commit's: every path it adds).
+fn each_summary(out: impl BufRead, each: impl FnMut(Commit) -> bool) -> std::io::Result<bool> {
+    each_summary_in(out, FIELD_HELD, each)
+}
+
+/// [`each_summary`] holding at most `held` bytes of a field.
+fn each_summary_in(
+    mut out: impl BufRead,
+    held: usize,
+    mut each: impl FnMut(Commit) -> bool,
+) -> std::io::Result<bool> {
+    if !skip_record(&mut out)? {
+        return Ok(false); // the bytes before the first separator, and nothing after them
+    }
+    let (mut piece, mut paths) = (Vec::new(), Vec::new());
+    loop {
+        let (fields, mut stop) = read_head(&mut out, held, &mut piece)?;
+        reuse(&mut paths);
+        let files = match stop {
+            Stop::At(b) if b == FIELD as u8 => {
+                stop = read_piece(&mut out, [RECORD, RECORD], usize::MAX, &mut paths)?;
+                parse_paths(without_separator(&paths, stop))
+            }
+            _ => Vec::new(),
+        };
+        if let Some(mut commit) = parse_head(fields) {
+            commit.files = files;
+            if !each(commit) {
+                return Ok(true);
+            }
+        }
+        if stop == Stop::Eof {
+            return Ok(false);
+        }
+    }
+}
+
+/// Empties a record's buffer for the next record, and gives it back when one large record (a
+/// long message, the paths of an import commit) grew it past [`KEEP_RECORD_BUFFER`]: it would
+/// otherwise stay allocated for the rest of its `git log`.
+fn reuse(buf: &mut Vec<u8>) {
+    buf.clear();
+    if buf.capacity() > KEEP_RECORD_BUFFER {
+        *buf = Vec::new();
+    }
 }
 
 /// Reads the records of `git log -p` as they come, and hands each commit to `each`, which
-/// returns false to stop; whether it stopped. A record's header (up to its message's end) is
-/// read whole, its diff in pieces of at most [`DIFF_PIECE`] bytes, each ending at a line's end
+/// returns false to stop; whether it stopped. A record's fields are read with at most
+/// [`FIELD_HELD`] bytes of each held (a message of megabytes is counted past its first MiB,
+/// not held), its diff in pieces of at most [`DIFF_PIECE`] bytes, each ending at a line's end
 /// or before, into a [`DiffReader`]: no record is held whole, so an import commit's diff (most
 /// of a repository) is never in memory at once, nor a minified file's line of megabytes. Bytes
 /// that are not UTF-8 become U+FFFD, as if the record were read whole ([`Utf8Pieces`]).
@@ -232,42 +395,30 @@ fn each_patch_record(
     out: impl BufRead,
     each: impl FnMut(Commit) -> bool,
 ) -> Result<bool, ReadFailed> {
-    each_patch_record_in(out, DIFF_PIECE, each)
+    each_patch_record_in(out, DIFF_PIECE, FIELD_HELD, each)
 }
 
 /// Bytes of a diff read at a time: a line longer than this comes in pieces.
 const DIFF_PIECE: usize = 64 << 10;
 
-/// [`each_patch_record`] reading a diff `piece_max` bytes at a time at most.
+/// [`each_patch_record`] reading a diff `piece_max` bytes at a time at most, and holding at most
+/// `held` bytes of a field.
 fn each_patch_record_in(
     mut out: impl BufRead,
     piece_max: usize,
+    held: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<bool, ReadFailed> {
-    let mut piece = Vec::new();
-    // The bytes before the first separator.
-    if read_piece(&mut out, [RECORD, RECORD], usize::MAX, &mut piece)? == Stop::Eof {
-        return Ok(false);
+    if !skip_record(&mut out)? {
+        return Ok(false); // the bytes before the first separator, and nothing after them
     }
+    let mut piece = Vec::new();
     loop {
-        // The header: up to the separator after the message (the ninth field's), or the record's
-        // end.
-        let mut header = Vec::new();
-        let mut ended = None;
-        for _ in 0..9 {
-            piece.clear();
-            let stop = read_piece(&mut out, [FIELD as u8, RECORD], usize::MAX, &mut piece)?;
-            header.extend_from_slice(&piece);
-            if stop != Stop::At(FIELD as u8) {
-                ended = Some(stop);
-                break;
-            }
-        }
+        let (fields, head_stop) = read_head(&mut out, held, &mut piece)?;
         let mut diff = DiffReader::default();
         let mut text = Utf8Pieces::default();
-        let stop = match ended {
-            Some(stop) => stop,
-            None => loop {
+        let stop = match head_stop {
+            Stop::At(b) if b == FIELD as u8 => loop {
                 piece.clear();
                 let stop = read_piece(&mut out, [b'\n', RECORD], piece_max, &mut piece)?;
                 let bytes = piece.strip_suffix(&[RECORD]).unwrap_or(&piece);
@@ -277,11 +428,9 @@ fn each_patch_record_in(
                     _ => break stop,
                 }
             },
+            stop => stop,
         };
-        if header.last() == Some(&RECORD) {
-            header.pop();
-        }
-        if let Some((mut commit, _)) = parse_header(&String::from_utf8_lossy(&header)) {
+        if let Some(mut commit) = parse_head(fields) {
             (commit.files, commit.diff) = diff.finish().map_err(ReadFailed::Spill)?;
             if !each(commit) {
                 return Ok(true);
@@ -290,9 +439,7 @@ fn each_patch_record_in(
         if stop == Stop::Eof {
             return Ok(false);
         }
-        if piece.capacity() > KEEP_RECORD_BUFFER {
-            piece = Vec::new();
-        }
+        reuse(&mut piece);
     }
 }
 
@@ -495,20 +642,36 @@ impl SummaryCache {
     fn open(&self, path: &Path, request: &str) -> Option<std::fs::File> {
         use std::io::Seek as _;
         let mut file = std::fs::File::open(path).ok()?;
-        let mut wanted = request.lines();
-        let mut same = true;
-        let read = each_record(BufReader::new(&file), |raw| {
-            let sha = raw.split(|&b| b == FIELD as u8).next().unwrap_or_default();
-            same = wanted.next().is_some_and(|w| w.as_bytes() == sha.trim_ascii());
-            same
-        });
-        if matches!(read, Ok(false)) && same && wanted.next().is_none() && file.rewind().is_ok() {
+        let wanted = request.lines();
+        if Self::holds(BufReader::new(&file), wanted).unwrap_or(false) && file.rewind().is_ok() {
             return Some(file);
         }
         let file = path.display();
         tracing::warn!(%file, "a first-pass cache file does not hold its commits: git is asked");
         let _ = std::fs::remove_file(path);
         None
+    }
+
+    /// Whether the records of `out` are the commits `wanted`, in its order: each record's first
+    /// field read (at most a SHA's length of it held), the rest passed over, not held.
+    fn holds<'a>(
+        mut out: impl BufRead,
+        mut wanted: impl Iterator<Item = &'a str>,
+    ) -> std::io::Result<bool> {
+        let mut piece = Vec::new();
+        let mut more = skip_record(&mut out)?; // the bytes before the first separator
+        while more && !out.fill_buf()?.is_empty() {
+            let (sha, stop) = read_field(&mut out, 128, &mut piece)?;
+            if sha.more != 0 || wanted.next() != Some(sha.text.trim()) {
+                return Ok(false);
+            }
+            more = match stop {
+                Stop::At(RECORD) => true,
+                Stop::Eof => false,
+                _ => skip_record(&mut out)?,
+            };
+        }
+        Ok(wanted.next().is_none())
     }
 
     /// Removes the chunk files a complete pass did not use (`used`), and temporary files an
@@ -783,10 +946,8 @@ fn log_ahead(
                 file
             }
         };
-        let stopped = each_record(BufReader::with_capacity(1 << 20, &out), |raw| {
-            parse_summary(raw).is_none_or(&mut each)
-        })
-        .map_err(spawn_error)?;
+        let stopped = each_summary(BufReader::with_capacity(1 << 20, &out), &mut each)
+            .map_err(spawn_error)?;
         if stopped {
             return Ok(()); // the processes still running are stopped as they drop
         }
@@ -862,35 +1023,6 @@ fn log_patch_records(
 /// message, the paths of an import commit) would otherwise stay allocated for the rest of its
 /// `git log`.
 const KEEP_RECORD_BUFFER: usize = 1 << 20;
-
-/// Hands each record of `git log`'s output (the bytes after a [`RECORD`] separator) to
-/// `each`, which returns false to stop; whether it stopped.
-fn each_record(
-    mut out: impl BufRead,
-    mut each: impl FnMut(&mut Vec<u8>) -> bool,
-) -> std::io::Result<bool> {
-    let mut buf = Vec::new();
-    let mut first = true;
-    loop {
-        buf.clear();
-        if out.read_until(RECORD, &mut buf)? == 0 {
-            return Ok(false);
-        }
-        if buf.last() == Some(&RECORD) {
-            buf.pop();
-        }
-        if first {
-            first = false;
-            continue; // the bytes before the first separator
-        }
-        if !each(&mut buf) {
-            return Ok(true);
-        }
-        if buf.capacity() > KEEP_RECORD_BUFFER {
-            buf = Vec::new();
-        }
-    }
-}
 
 /// Every tag: its name, the commit it points to (an annotated tag peeled) and git's
 /// `creatordate` (the tagger's date, or the commit's for a lightweight tag).
@@ -1010,18 +1142,95 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_large_record_s_buffer_is_not_kept_for_the_records_after_it() {
-        let big = "x".repeat(3 * KEEP_RECORD_BUFFER);
-        let out = format!("\x1ea\x1e{big}\x1eb\x1e");
-        let mut seen = Vec::new();
-        let stopped = each_record(out.as_bytes(), |raw| {
-            seen.push((raw.len(), raw.capacity()));
-            true
-        });
-        assert!(matches!(stopped, Ok(false)));
-        let lens: Vec<usize> = seen.iter().map(|s| s.0).collect();
-        assert_eq!(lens, [1, big.len(), 1]);
-        assert!(seen[2].1 <= KEEP_RECORD_BUFFER, "the third record's buffer: {:?}", seen[2]);
+    fn a_record_buffer_grown_past_the_limit_is_given_back_and_a_small_one_kept() {
+        let mut large = vec![b'x'; 3 * KEEP_RECORD_BUFFER];
+        reuse(&mut large);
+        assert_eq!((large.len(), large.capacity()), (0, 0));
+        let mut small = Vec::with_capacity(4096);
+        small.extend_from_slice(b"paths");
+        reuse(&mut small);
+        assert_eq!((small.len(), small.capacity()), (0, 4096));
+    }
+
+    /// A record of `git log` with the format [`log_args`] gives: `sha` repeated to a SHA's
+    /// length, then `message` and what follows it (paths or a diff).
+    fn record(sha: char, message: &[u8], after: &str) -> Vec<u8> {
+        let mut out = b"\x1e".to_vec();
+        let fields = [&sha.to_string().repeat(40), "", "A", "a@x", "2026-01-01T00:00:00Z", "C"];
+        for f in fields.into_iter().chain(["c@x", "2026-01-02T00:00:00Z"]) {
+            out.extend_from_slice(f.as_bytes());
+            out.push(FIELD as u8);
+        }
+        out.extend_from_slice(message);
+        out.push(FIELD as u8);
+        out.extend_from_slice(after.as_bytes());
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_message_read_holding_a_few_bytes_is_the_start_of_the_message_read_whole_and_a_count(
+            messages in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::sample::select(vec![
+                        b'a', b' ', b'\n', b'\r', 0xc3, 0xa9, 0xe2, 0x94, 0x80, 0xff, 0x80,
+                    ]),
+                    0..60,
+                ),
+                1..4,
+            ),
+            held in 1..40usize,
+            piece in proptest::sample::select(vec![1usize, 3, 7, 1 << 20]),
+        ) {
+            let (mut summaries, mut patches) = (Vec::new(), Vec::new());
+            for (i, m) in messages.iter().enumerate() {
+                let sha = char::from(b'a' + i as u8);
+                summaries.extend(record(sha, m, "\n\nsrc/a.rs\ndocs/b.md\n"));
+                patches.extend(record(sha, m, "\ndiff --git a/x b/x\n+1\n"));
+            }
+            let read = |out: &[u8], held: usize, piece: usize| {
+                let mut got = Vec::new();
+                each_summary_in(std::io::BufReader::with_capacity(piece, out), held, |c| {
+                    got.push(c);
+                    true
+                })
+                .unwrap();
+                let mut patched = Vec::new();
+                each_patch_record_in(std::io::BufReader::with_capacity(piece, &patches[..]), DIFF_PIECE, held, |c| {
+                    patched.push(c);
+                    true
+                })
+                .unwrap();
+                (got, patched)
+            };
+            let (whole, whole_patched) = read(&summaries, usize::MAX, 1 << 20);
+            let (cut, cut_patched) = read(&summaries, held, piece);
+            proptest::prop_assert_eq!(whole.len(), messages.len());
+            for (w, c) in whole.iter().zip(&cut) {
+                proptest::prop_assert_eq!(w.message_more, 0);
+                proptest::prop_assert_eq!(&w.files, &["src/a.rs".to_string(), "docs/b.md".into()]);
+                proptest::prop_assert_eq!((&w.sha, &w.files, &w.author), (&c.sha, &c.files, &c.author));
+                if c.message_more == 0 {
+                    proptest::prop_assert_eq!(&w.message, &c.message);
+                } else {
+                    proptest::prop_assert!(c.message.chars().count() <= held, "{:?}", c.message);
+                    proptest::prop_assert!(w.message.starts_with(&c.message), "{:?} {:?}", w.message, c.message);
+                    proptest::prop_assert_eq!(
+                        w.message.chars().count(),
+                        c.message.chars().count() + c.message_more
+                    );
+                }
+            }
+            // The second pass reads a message as the first does, and the diff after it the same
+            // whatever it held of the message.
+            proptest::prop_assert_eq!(whole_patched.len(), messages.len());
+            for ((w, c), (wp, cp)) in whole.iter().zip(&cut).zip(whole_patched.iter().zip(&cut_patched)) {
+                proptest::prop_assert_eq!((&w.message, w.message_more), (&wp.message, wp.message_more));
+                proptest::prop_assert_eq!((&c.message, c.message_more), (&cp.message, cp.message_more));
+                proptest::prop_assert_eq!(&wp.diff, &cp.diff);
+                proptest::prop_assert_eq!(&cp.files, &["x".to_string()]);
+            }
+        }
     }
 
     #[test]
@@ -1091,7 +1300,7 @@ pub(crate) mod tests {
         // character of several bytes (é, │, the broken ones) split between two.
         for piece in [1, 2, 3, 5] {
             let mut again = Vec::new();
-            each_patch_record_in(&out[..], piece, |c| {
+            each_patch_record_in(&out[..], piece, FIELD_HELD, |c| {
                 again.push(c);
                 true
             })

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use crate::git::Commit;
-use crate::local::clean_message;
+use crate::local::Message;
 use crate::spill::{Numbers, Spilled};
 
 /// A commit's place in [`History`] (the order `git log` gave it: newest first).
@@ -351,7 +351,7 @@ pub(crate) struct History {
     /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
     /// [`History::drop_messages`] left.
     messages: Texts,
-    /// The titles ([`clean_message`]'s) that are not their message's first line, trimmed (a
+    /// The titles ([`Message::of`]'s) that are not their message's first line, trimmed (a
     /// "Merge pull request #N" subject's is the next line), by commit number, until
     /// [`History::keep_titles`].
     other_titles: Vec<(CommitNo, String)>,
@@ -404,7 +404,7 @@ impl History {
             c.parents.iter().map(|p| self.find(p).unwrap_or(ABSENT)).collect();
         self.parents.push(parents);
         let kept = edge_lines(&c.message);
-        let title = clean_message(&c.message).title;
+        let title = Message::of(c).title;
         if kept.lines().next().unwrap_or("").trim() != title {
             let c = CommitNo::try_from(at).expect("fewer than 2^32 commits");
             self.other_titles.push((c, title));
@@ -532,7 +532,7 @@ impl History {
         self.messages.get(c as usize)
     }
 
-    /// The cleaned title ([`clean_message`]'s): what a merge row lists of its branch.
+    /// The cleaned title ([`Message::of`]'s): what a merge row lists of its branch.
     pub(crate) fn title(&self, c: CommitNo) -> String {
         match self.kept {
             Kept::EdgeLines => match self.other_titles.binary_search_by_key(&c, |(n, _)| *n) {

@@ -423,18 +423,30 @@ pub(crate) struct Message {
     pub extra: Option<String>,
 }
 
-/// Splits and cleans a commit message (see [`Message`]).
-pub(crate) fn clean_message(message: &str) -> Message {
+impl Message {
+    /// The message of `c`, cleaned. Of a message read only in part ([`Commit::message_more`]),
+    /// what was held: its last paragraph is not the message's, so it is kept whatever it holds.
+    pub(crate) fn of(c: &Commit) -> Message {
+        clean_message(&c.message, c.message_more == 0)
+    }
+}
+
+/// Splits and cleans a commit message (see [`Message`]); `whole` when `message` is all of it:
+/// its end is the message's, and its last paragraph may be trailers. Of a message held in part,
+/// the end of what was held is kept as it is (the rest follows it).
+fn clean_message(message: &str, whole: bool) -> Message {
     let mut lines = message.lines();
     let subject = lines.next().unwrap_or("").trim().to_string();
     let mut body: Vec<&str> = lines.collect();
     // Trailers: the last paragraph when every line of it is one, and sign-offs anywhere.
-    while body.last().is_some_and(|l| l.trim().is_empty()) {
-        body.pop();
-    }
-    let last_para = body.iter().rposition(|l| l.trim().is_empty()).map_or(0, |i| i + 1);
-    if last_para < body.len() && body[last_para..].iter().all(|l| is_trailer(l)) {
-        body.truncate(last_para);
+    if whole {
+        while body.last().is_some_and(|l| l.trim().is_empty()) {
+            body.pop();
+        }
+        let last_para = body.iter().rposition(|l| l.trim().is_empty()).map_or(0, |i| i + 1);
+        if last_para < body.len() && body[last_para..].iter().all(|l| is_trailer(l)) {
+            body.truncate(last_para);
+        }
     }
     body.retain(|l| {
         let lower = l.trim_start().to_ascii_lowercase();
@@ -443,7 +455,9 @@ pub(crate) fn clean_message(message: &str) -> Message {
             || lower.starts_with("this reverts commit ")
             || lower.starts_with("changes made to "))
     });
-    let description = body.join("\n").trim().to_string();
+    let description = body.join("\n");
+    let description = if whole { description.trim() } else { description.trim_start() };
+    let description = description.to_string();
     // "Merge pull request #N from owner/branch" says nothing of the change; GitHub puts the
     // pull request's title on the next line.
     if subject.starts_with("Merge pull request #") {
@@ -500,7 +514,7 @@ fn merged_of(history: &History, mainline: &[bool], merge: CommitNo) -> Merged {
 /// The row of one commit. `merged` is what a merge brought in (empty for other commits).
 pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Merged) -> Row {
     let mut row = Row::new(RowType::Commit, repo, &format!("commit/{}", c.sha), 0);
-    let message = clean_message(&c.message);
+    let message = Message::of(c);
     set_commit_fields(&mut row, web, c, &message, find_refs(&c.message));
     row.files_changed = if c.files.is_empty() { merged.files.clone() } else { c.files.clone() };
     // The model sees the title and what describes the change: the description and what a
@@ -543,6 +557,7 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
         tail.insert_str(0, "\n\n");
     }
     row.set_body_split_cut(&head, &tail, c.diff.head.more);
+    row.count_unread(c.message_more);
     row
 }
 
@@ -728,7 +743,7 @@ impl<'a> OneCommit<'a> {
         OneCommit {
             repo,
             web,
-            message: clean_message(&commit.message),
+            message: Message::of(&commit),
             refs: find_refs(&commit.message),
             commit,
             commit_row,
@@ -809,6 +824,7 @@ fn diff_row(
         body.push_str(&format!("\n\nFunctions: {}", symbols.join(", ")));
     }
     row.set_body_cut(&format!("{}\n\n{}", body.trim_start(), patch.text), patch.more);
+    row.count_unread(c.message_more);
     row
 }
 
@@ -816,7 +832,7 @@ fn diff_row(
 /// [`OneCommit`]).
 #[cfg(test)]
 pub(crate) fn diff_rows(repo: &str, web: Option<&str>, c: &mut Commit) -> Vec<Row> {
-    let (message, refs) = (clean_message(&c.message), find_refs(&c.message));
+    let (message, refs) = (Message::of(c), find_refs(&c.message));
     let parts = std::mem::take(&mut c.diff.files).all();
     parts.into_iter().map(|part| diff_row(repo, web, c, &message, &refs, part)).collect()
 }
@@ -969,6 +985,49 @@ mod tests {
     }
 
     #[test]
+    fn rows_of_a_message_held_in_part_are_the_rows_of_the_whole_message() {
+        use hubdex_formats::BODY_MAX_CHARS;
+        // A generated log pasted into a message: its first part held, the rest counted, as
+        // git.rs reads a message past its first MiB (its proptest holds the two together).
+        let log: Vec<String> =
+            (0..2_000).map(|i| format!("entry {i}: fixed the walk in #7")).collect();
+        let message =
+            format!("Ship the generated log\n\n{}\n\nSigned-off-by: A <a@x>", log.join("\n"));
+        let text = "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n";
+        let rows = |message: &str, message_more: usize| {
+            let (files, diff) = Diff::read(text, &[], crate::diff::PARTS_HELD, usize::MAX);
+            let c = Commit {
+                sha: "e".repeat(40),
+                message: message.into(),
+                message_more,
+                files,
+                diff,
+                ..Commit::default()
+            };
+            let row = commit_row("o/r", None, &c, &Merged::default());
+            let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
+            rows.sort_by(|a, b| a.id.cmp(&b.id));
+            rows
+        };
+        let whole = rows(&message, 0);
+        assert!(whole.iter().all(|r| r.truncated && r.body.contains("entry 100:")), "{whole:?}");
+        // Held to the middle of a word, far past what a body takes; the sign-off at the end is
+        // counted, not left out: the one difference from the whole message's rows.
+        let held = &message[..BODY_MAX_CHARS * 2 + 5];
+        assert!(held.ends_with(|c: char| c.is_alphanumeric()), "{held:?}");
+        let sign_off = "\n\nSigned-off-by: A <a@x>".chars().count();
+        assert_eq!(rows(&message[..message.len() - sign_off], 0), whole);
+        let cut = rows(held, message.chars().count() - held.chars().count());
+        for (c, w) in cut.iter().zip(&whole) {
+            assert_eq!(c.body_chars, w.body_chars + sign_off as i64, "{}", c.id);
+            let counted = Row { body_chars: w.body_chars, embed_chars: w.embed_chars, ..c.clone() };
+            let embed = c.embed_chars.map(|n| n - sign_off);
+            assert_eq!(Row { embed_chars: embed, ..counted }, *w, "{}", c.id);
+        }
+        assert_eq!(cut.len(), 2);
+    }
+
+    #[test]
     fn a_commit_diff_splits_into_one_part_per_file() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\nindex 1..2 100644\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/docs/my file.md b/docs/my file.md\nnew file mode 100644\n--- /dev/null\n+++ b/docs/my file.md\n@@ -0,0 +1 @@\n+hi\n";
         let parts = Diff::of(diff).files.all();
@@ -1022,6 +1081,7 @@ mod tests {
     fn a_merged_pull_request_is_titled_by_the_pull_request_and_lists_what_it_merged() {
         let m = clean_message(
             "Merge pull request #1872 from someone/fix-windows-links\n\nFix Windows hyperlinks for paths with spaces\n\nMore words.",
+            true,
         );
         assert_eq!(m.title, "Fix Windows hyperlinks for paths with spaces");
         assert_eq!(m.description, "More words.");
@@ -1030,7 +1090,10 @@ mod tests {
             Some("Merge pull request #1872 from someone/fix-windows-links")
         );
         // A merge without a pull-request title keeps its subject.
-        assert_eq!(clean_message("Merge branch 'main' into x").title, "Merge branch 'main' into x");
+        assert_eq!(
+            clean_message("Merge branch 'main' into x", true).title,
+            "Merge branch 'main' into x"
+        );
 
         // main: m0 <- m1 (merge of f2, whose branch is f1 <- f2, forked at m0).
         let node = |sha: &str, parents: &[&str], message: &str, files: &[&str]| Commit {

@@ -179,6 +179,7 @@ mod tests {
             committed_at: Some(at),
             message: "Walk hidden directories (#12)\n\nFixes #3.\n\nSigned-off-by: Ada <ada@example.com>\n"
                 .into(),
+            message_more: 0,
             files: vec!["src/walk.rs".into(), "README.md".into()],
             diff: crate::diff::Diff::of(
                 "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n\

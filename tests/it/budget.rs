@@ -519,7 +519,10 @@ fn one_commit(dir: &Path, message: &str, files: impl IntoIterator<Item = (String
     }
     git_at(dir, at, at, &["init", "-q", "-b", "main"]);
     git_at(dir, at, at, &["add", "-A"]);
-    git_at(dir, at, at, &["commit", "-q", "-m", message]);
+    // From a file beside the repository: a message may be longer than an argument may be.
+    let file = dir.with_extension("message");
+    std::fs::write(&file, message).unwrap();
+    git_at(dir, at, at, &["commit", "-q", "-F", file.to_str().unwrap()]);
 }
 
 /// A repository at `dir` of one commit that adds `files` vendored files of 150 lines (about 9
@@ -676,4 +679,20 @@ fn the_model_makes_its_texts_a_batch_at_a_time_and_embeds_them_as_if_all_were_ma
     assert_eq!(counted.made.get(), texts.len(), "each text made once");
     let first = made_before_the_first_vector.unwrap();
     assert!(first <= BATCH_SIZE, "{first} texts made before the first batch's vectors came");
+}
+
+#[test]
+fn a_build_under_a_small_budget_counts_a_long_message_and_holds_its_first_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = dir.path().join("logged");
+    // A generated log of 32 MB pasted into a message, every line naming an issue: held whole
+    // (as read in each pass, as the first pass's lines edges read, cleaned, in the commit row's
+    // and the diff row's text) it is several times the budget; its rows keep 8,000 characters.
+    let log: String =
+        (0..800_000).map(|i| format!("entry {i:06}: fixed the walk in #7 again\n")).collect();
+    let message = format!("Ship the generated log\n\n{log}");
+    one_commit(&logged, &message, [("src/lib.rs".to_string(), "pub fn a() {}\n".to_string())]);
+    let (base, cut, rows) = peaks_under_32_mib_against_100_commits(dir.path(), &logged);
+    assert!(rows >= 2, "{rows} rows");
+    assert!(cut <= base + 32, "peak {cut} MiB under 32 MiB; {base} MiB for 100 commits");
 }
