@@ -988,11 +988,19 @@ mod tests {
     fn rows_of_a_message_held_in_part_are_the_rows_of_the_whole_message() {
         use hubdex_formats::BODY_MAX_CHARS;
         // A generated log pasted into a message: its first part held, the rest counted, as
-        // git.rs reads a message past its first MiB (its proptest holds the two together).
-        let log: Vec<String> =
-            (0..2_000).map(|i| format!("entry {i}: fixed the walk in #7")).collect();
-        let message =
-            format!("Ship the generated log\n\n{}\n\nSigned-off-by: A <a@x>", log.join("\n"));
+        // git.rs reads a message past its first MiB (its proptest holds the two together). A
+        // paragraph of one trailer-like line sits in the middle.
+        let log = |n: usize| -> String {
+            (0..n)
+                .map(|i| format!("entry {i}: fixed the walk in #7"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let message = format!(
+            "Ship the generated log\n\n{}\n\nReviewed-by: B <b@x>\n\n{}\n\nSigned-off-by: A <a@x>",
+            log(2_000),
+            log(500)
+        );
         let text = "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n";
         let rows = |message: &str, message_more: usize| {
             let (files, diff) = Diff::read(text, &[], crate::diff::PARTS_HELD, usize::MAX);
@@ -1011,18 +1019,19 @@ mod tests {
         };
         let whole = rows(&message, 0);
         assert!(whole.iter().all(|r| r.truncated && r.body.contains("entry 100:")), "{whole:?}");
-        // Held to the middle of a word, far past what a body takes; the sign-off at the end is
-        // counted, not left out: the one difference from the whole message's rows.
-        let held = &message[..BODY_MAX_CHARS * 2 + 5];
-        assert!(held.ends_with(|c: char| c.is_alphanumeric()), "{held:?}");
+        assert!(whole.iter().all(|r| r.body_chars > 2 * BODY_MAX_CHARS as i64), "{whole:?}");
+        // Held to the middle of a word, far past what a body takes, its last paragraph the
+        // trailer-like line (not the message's last: kept). The sign-off at the end is counted,
+        // not left out: the one difference from the whole message's rows.
+        let held = &message[..message.find("<b@x>").unwrap() + 2];
+        assert!(held.len() > 2 * BODY_MAX_CHARS && held.ends_with("<b"), "{held:?}");
         let sign_off = "\n\nSigned-off-by: A <a@x>".chars().count();
         assert_eq!(rows(&message[..message.len() - sign_off], 0), whole);
         let cut = rows(held, message.chars().count() - held.chars().count());
         for (c, w) in cut.iter().zip(&whole) {
-            assert_eq!(c.body_chars, w.body_chars + sign_off as i64, "{}", c.id);
-            let counted = Row { body_chars: w.body_chars, embed_chars: w.embed_chars, ..c.clone() };
-            let embed = c.embed_chars.map(|n| n - sign_off);
-            assert_eq!(Row { embed_chars: embed, ..counted }, *w, "{}", c.id);
+            let embed_chars = c.embed_chars.map(|n| n - sign_off);
+            let body_chars = c.body_chars - sign_off as i64;
+            assert_eq!(Row { body_chars, embed_chars, ..c.clone() }, *w, "{}", c.id);
         }
         assert_eq!(cut.len(), 2);
     }
