@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use hubdex_formats::{FileText, Row, RowType, row_id};
+use hubdex_formats::{BODY_MAX_CHARS, FileText, Row, RowType, row_id};
 
 use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
-use crate::diff::FilePatch;
+use crate::diff::{Cut, FilePatch};
 use crate::git::{self, Commit, GitError};
 use crate::history::{CommitNo, History};
 use crate::markdown::chunk_markdown;
@@ -180,7 +180,7 @@ impl CommitRows {
         let history = &self.history;
         let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
         let mut failed = None;
-        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |c| {
+        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |mut c| {
             let commit_row = wants_commits
                 .then(|| {
                     let merged = if c.parents.len() > 1 {
@@ -188,7 +188,7 @@ impl CommitRows {
                     } else {
                         Merged::default()
                     };
-                    let mut row = commit_row(&self.repo, web, &c, &merged);
+                    let mut row = commit_row(&self.repo, web, &mut c, &merged);
                     self.links.apply(&mut row);
                     row
                 })
@@ -511,17 +511,19 @@ fn merged_of(history: &History, mainline: &[bool], merge: CommitNo) -> Merged {
     merged
 }
 
-/// The row of one commit. `merged` is what a merge brought in (empty for other commits).
-pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Merged) -> Row {
+/// The row of one commit. `merged` is what a merge brought in (empty for other commits). The
+/// commit's paths move into the row's `files_changed` (`c.files` is left empty): an import
+/// commit's are every path it adds.
+pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &mut Commit, merged: &Merged) -> Row {
     let mut row = Row::new(RowType::Commit, repo, &format!("commit/{}", c.sha), 0);
     let message = Message::of(c);
     set_commit_fields(&mut row, web, c, &message, find_refs(&c.message));
-    row.files_changed = if c.files.is_empty() { merged.files.clone() } else { c.files.clone() };
+    row.files_changed =
+        if c.files.is_empty() { merged.files.clone() } else { std::mem::take(&mut c.files) };
     // The model sees the title and what describes the change: the description and what a
     // merge brought in; lists of files and functions, who, and the diff are for BM25 only
     // (measured on the fd set: docs/quality.md).
     let mut head = String::new();
-    let mut tail = String::new();
     let section = |out: &mut String, text: &str| {
         if !text.is_empty() {
             if !out.is_empty() {
@@ -536,29 +538,90 @@ pub(crate) fn commit_row(repo: &str, web: Option<&str>, c: &Commit, merged: &Mer
         let list: Vec<String> = merged.subjects.iter().map(|s| format!("- {s}")).collect();
         section(&mut head, &format!("Merged commits:\n{}", list.join("\n")));
     }
-    if !row.files_changed.is_empty() {
-        section(&mut tail, &format!("Files: {}", row.files_changed.join(", ")));
+    let mut tail = Tail::after(&head);
+    if let Some((first, rest)) = row.files_changed.split_first() {
+        tail.section(["Files: ", first].into_iter().chain(rest.iter().flat_map(|f| [", ", f])));
     }
-    if !c.diff.symbols.is_empty() {
-        section(&mut tail, &format!("Functions: {}", c.diff.symbols.join(", ")));
+    if let Some((first, rest)) = c.diff.symbols.split_first() {
+        let symbols = rest.iter().flat_map(|s| [", ", s.as_str()]);
+        tail.section(["Functions: ", first].into_iter().chain(symbols));
     }
-    section(
-        &mut tail,
-        &format!(
-            "Author: {} <{}>\nCommitter: {} <{}>",
-            c.author, c.author_email, c.committer, c.committer_email
-        ),
-    );
-    if c.parents.len() > 1 {
-        section(&mut tail, &format!("Merge of {}", c.parents.join(" ")));
+    tail.section([
+        "Author: ",
+        &c.author,
+        " <",
+        &c.author_email,
+        ">\nCommitter: ",
+        &c.committer,
+        " <",
+        &c.committer_email,
+        ">",
+    ]);
+    if let Some((first, rest)) = c.parents.split_first()
+        && !rest.is_empty()
+    {
+        let parents = rest.iter().flat_map(|p| [" ", p.as_str()]);
+        tail.section(["Merge of ", first].into_iter().chain(parents));
     }
-    section(&mut tail, &c.diff.head.text);
-    if !head.is_empty() {
-        tail.insert_str(0, "\n\n");
-    }
-    row.set_body_split_cut(&head, &tail, c.diff.head.more);
+    tail.section([c.diff.head.text.as_str()]);
+    let Cut { text: tail, more } = tail.cut;
+    row.set_body_split_cut(&head, &tail, more + c.diff.head.more);
     row.count_unread(c.message_more);
     row
+}
+
+/// A commit row's text after its description, held to the characters a body takes
+/// ([`BODY_MAX_CHARS`]) and counted past them: an import commit's list of files, every path it
+/// adds, is never joined whole. Sections are set apart by a blank line, and from the
+/// description before them.
+struct Tail {
+    cut: Cut,
+    /// Characters in `cut.text`.
+    chars: usize,
+    /// Whether a section was written.
+    started: bool,
+}
+
+impl Tail {
+    /// The text after `head`: a blank line first when `head` is not empty.
+    fn after(head: &str) -> Tail {
+        let mut tail = Tail { cut: Cut::default(), chars: 0, started: false };
+        if !head.is_empty() {
+            tail.push("\n\n");
+        }
+        tail
+    }
+
+    /// A section made of `pieces` (none written when they are all empty).
+    fn section<'a>(&mut self, pieces: impl IntoIterator<Item = &'a str>) {
+        let mut pieces = pieces.into_iter().filter(|p| !p.is_empty()).peekable();
+        if pieces.peek().is_none() {
+            return;
+        }
+        if std::mem::replace(&mut self.started, true) {
+            self.push("\n\n");
+        }
+        pieces.for_each(|p| self.push(p));
+    }
+
+    fn push(&mut self, s: &str) {
+        if self.cut.more > 0 {
+            self.cut.more += s.chars().count();
+            return;
+        }
+        let room = BODY_MAX_CHARS - self.chars;
+        match s.char_indices().nth(room) {
+            None => {
+                self.cut.text.push_str(s);
+                self.chars += s.chars().count();
+            }
+            Some((at, _)) => {
+                self.cut.text.push_str(&s[..at]);
+                self.chars = BODY_MAX_CHARS;
+                self.cut.more = s[at..].chars().count();
+            }
+        }
+    }
 }
 
 /// Chars of a pull request's description a commit row that merged it takes in.
@@ -926,7 +989,8 @@ mod tests {
             ..Commit::default()
         };
         // What the rows were when a commit's rows were all made, then sorted by id.
-        let row = commit_row("o/r", None, &commit(Diff::of(&text), Vec::new()), &Merged::default());
+        let row =
+            commit_row("o/r", None, &mut commit(Diff::of(&text), Vec::new()), &Merged::default());
         let mut expected = vec![row.clone()];
         expected.extend(diff_rows("o/r", None, &mut commit(Diff::of(&text), Vec::new())));
         expected.retain(|r| r.path.as_deref() != Some("f3.rs"));
@@ -964,14 +1028,14 @@ mod tests {
             let pieces = piece.map_or(Vec::new(), |n| vec![n; text.len()]);
             let (files, diff) = Diff::read(&text, &pieces, PARTS_HELD, keep);
             assert!(keep == usize::MAX || diff.head.more > 0);
-            let c = Commit {
+            let mut c = Commit {
                 sha: "e".repeat(40),
                 message: "Vendor the app".into(),
                 files,
                 diff,
                 ..Commit::default()
             };
-            let row = commit_row("o/r", None, &c, &Merged::default());
+            let row = commit_row("o/r", None, &mut c, &Merged::default());
             let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
             rows.sort_by(|a, b| a.id.cmp(&b.id));
             rows
@@ -981,6 +1045,53 @@ mod tests {
         assert!(whole.iter().filter(|r| r.truncated).count() >= 4, "{whole:?}");
         for piece in [None, Some(usize::MAX), Some(4096), Some(7)] {
             assert_eq!(rows(BODY_MAX_CHARS, piece), whole, "pieces of {piece:?} bytes");
+        }
+    }
+
+    #[test]
+    fn a_commit_row_takes_what_its_body_keeps_of_a_long_list_of_files_and_counts_the_rest() {
+        // The text as docs/format.md defines it, joined whole: head, then each section.
+        let whole_text = |c: &Commit, files: &[String]| {
+            let mut tail = vec![format!("Files: {}", files.join(", "))];
+            if !c.diff.symbols.is_empty() {
+                tail.push(format!("Functions: {}", c.diff.symbols.join(", ")));
+            }
+            tail.push(format!("Author: {} <{}>\nCommitter: {} <{}>", "Ada", "a@x", "Bo", "b@x"));
+            tail.push(format!("Merge of {}", c.parents.join(" ")));
+            tail.push(c.diff.head.text.clone());
+            format!("\n\n{}", tail.join("\n\n"))
+        };
+        let long: String = (0..300).map(|i| format!("+line {i}: {}\n", "é".repeat(40))).collect();
+        for (n, diff) in [
+            // An import commit: its list of files is far longer than the body.
+            (5_000, "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n".to_string()),
+            // A few files and a diff cut short: the count goes on past the diff's own.
+            (3, format!("diff --git a/s.rs b/s.rs\n{long}")),
+        ] {
+            let files: Vec<String> = (0..n).map(|i| format!("vendor/pâth/{i}.rs")).collect();
+            let (_, diff) = Diff::read(&diff, &[], crate::diff::PARTS_HELD, BODY_MAX_CHARS);
+            let mut c = Commit {
+                sha: "e".repeat(40),
+                parents: vec!["1".repeat(40), "2".repeat(40)],
+                author: "Ada".into(),
+                author_email: "a@x".into(),
+                committer: "Bo".into(),
+                committer_email: "b@x".into(),
+                message: "Import the tree\n\nThe vendored one.".into(),
+                files: files.clone(),
+                diff,
+                ..Commit::default()
+            };
+            let row = commit_row("o/r", None, &mut c, &Merged::default());
+            assert!(c.files.is_empty() && row.files_changed == files, "the paths move to the row");
+            let mut whole = row.clone();
+            whole.set_body_split_cut(
+                "The vendored one.",
+                &whole_text(&c, &files),
+                c.diff.head.more,
+            );
+            assert_eq!(row, whole, "{n} files");
+            assert!(row.truncated && row.body_chars > BODY_MAX_CHARS as i64, "{n} files");
         }
     }
 
@@ -1004,7 +1115,7 @@ mod tests {
         let text = "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n";
         let rows = |message: &str, message_more: usize| {
             let (files, diff) = Diff::read(text, &[], crate::diff::PARTS_HELD, usize::MAX);
-            let c = Commit {
+            let mut c = Commit {
                 sha: "e".repeat(40),
                 message: message.into(),
                 message_more,
@@ -1012,7 +1123,7 @@ mod tests {
                 diff,
                 ..Commit::default()
             };
-            let row = commit_row("o/r", None, &c, &Merged::default());
+            let row = commit_row("o/r", None, &mut c, &Merged::default());
             let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
             rows.sort_by(|a, b| a.id.cmp(&b.id));
             rows
@@ -1063,7 +1174,7 @@ mod tests {
     #[test]
     fn a_commit_row_indexes_what_identifies_the_change_and_not_trailers() {
         let diff = "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n@@ -10,3 +10,4 @@ fn spawn_senders(config: &Config) {\n-a\n+b\n@@ -40,2 +41,2 @@ impl WorkerState {\n-c\n+d\n";
-        let c = Commit {
+        let mut c = Commit {
             sha: "b".repeat(40),
             message: "Fix the walker\n\nIt dropped entries.\n\nThis reverts commit 0123456789abcdef0123456789abcdef01234567.\n\nSigned-off-by: A Person <a@example.com>\nCo-authored-by: B <b@example.com>\nChange-Id: I1234".into(),
             files: vec!["src/walk.rs".into()],
@@ -1071,7 +1182,7 @@ mod tests {
             author: "A Person".into(),
             ..Commit::default()
         };
-        let row = commit_row("o/r", None, &c, &Merged::default());
+        let row = commit_row("o/r", None, &mut c, &Merged::default());
         assert_eq!(row.title.as_deref(), Some("Fix the walker"));
         let embedded = row.embedding_text();
         assert!(embedded.contains("It dropped entries."), "{embedded}");
@@ -1131,7 +1242,7 @@ mod tests {
         let before = merged_by(&history, &mainline, &node("m1", &["m0", "f2"], "", &[]));
         history.keep_titles(&mainline);
         history.keep_what_rows_read(&mainline);
-        let c = Commit {
+        let mut c = Commit {
             sha: "m1".into(),
             parents: vec!["m0".into(), "f2".into()],
             ..Commit::default()
@@ -1140,14 +1251,14 @@ mod tests {
         assert_eq!(merged.subjects, ["Test the flag", "Add the flag"]);
         assert_eq!((&before.subjects, &before.files), (&merged.subjects, &merged.files));
         assert_eq!(merged.files, ["tests/t.rs", "src/cli.rs"]);
-        let row = commit_row("o/r", None, &c, &merged);
+        let row = commit_row("o/r", None, &mut c, &merged);
         assert_eq!(row.files_changed, ["tests/t.rs", "src/cli.rs"]);
         assert!(row.embedding_text().contains("- Add the flag"));
     }
 
     #[test]
     fn a_commit_that_merged_a_crawled_pull_request_takes_in_its_title_and_description() {
-        let c = Commit {
+        let mut c = Commit {
             sha: "c".repeat(40),
             message: "Speed up the walker (#42)".into(),
             ..Commit::default()
@@ -1156,7 +1267,7 @@ mod tests {
         pr.number = Some(42);
         pr.title = Some("Parallel directory traversal".into());
         pr.set_body("Uses a work-stealing queue.");
-        let mut rows = vec![commit_row("o/r", None, &c, &Merged::default()), pr];
+        let mut rows = vec![commit_row("o/r", None, &mut c, &Merged::default()), pr];
         let before = rows[0].content_sha256.clone();
         link_threads(&mut rows);
         let text = rows[0].embedding_text();
@@ -1176,12 +1287,12 @@ mod tests {
     #[test]
     fn a_commit_takes_in_the_titles_of_the_crawled_issues_it_or_its_pull_request_closes() {
         let commit = |sha: char, message: &str| {
-            let c = Commit {
+            let mut c = Commit {
                 sha: sha.to_string().repeat(40),
                 message: message.into(),
                 ..Commit::default()
             };
-            commit_row("o/r", None, &c, &Merged::default())
+            commit_row("o/r", None, &mut c, &Merged::default())
         };
         let mut rows = vec![
             commit('a', "Update dependencies, closes #437"),

@@ -202,7 +202,7 @@ mod tests {
     /// The rows one commit makes, linked to `links`.
     fn rows(links: &ThreadLinks) -> Vec<Row> {
         let mut c = commit();
-        let mut row = commit_row("o/r", Some("https://github.com/o/r"), &c, &Merged::default());
+        let mut row = commit_row("o/r", Some("https://github.com/o/r"), &mut c, &Merged::default());
         links.apply(&mut row);
         let mut rows = vec![row];
         rows.extend(diff_rows("o/r", Some("https://github.com/o/r"), &mut c));
