@@ -364,7 +364,12 @@ pub(crate) struct History {
     order: Numbers,
     files: Lists,
     paths: Vec<Arc<str>>,
+    /// Each path's number, until [`History::forget_path_names`].
     path_numbers: HashMap<Arc<str>, u32>,
+    /// By path number: the commit time (seconds, [`NO_TIME`] for none) of the newest commit
+    /// that changed the path, the first the log gives with a time (it runs newest first): a
+    /// doc's or a code file's `updated_at`. Until [`History::forget_path_names`].
+    last_changed: Vec<i64>,
     pub(crate) tags: Vec<Tag>,
 }
 
@@ -414,6 +419,13 @@ impl History {
         self.committed_at.push(seconds(c.committed_at));
         self.authored_at.push(seconds(c.authored_at));
         let files: Vec<u32> = c.files.iter().map(|f| self.path_number(f)).collect();
+        let committed = seconds(c.committed_at);
+        for &f in &files {
+            let last = &mut self.last_changed[f as usize];
+            if *last == NO_TIME {
+                *last = committed;
+            }
+        }
         self.files.push(files);
     }
 
@@ -443,7 +455,23 @@ impl History {
         let path: Arc<str> = Arc::from(path);
         self.paths.push(path.clone());
         self.path_numbers.insert(path, n);
+        self.last_changed.push(NO_TIME);
         n
+    }
+
+    /// When `path` last changed: the commit time of the newest commit that changed it (one
+    /// with a time), `None` when none did or once [`History::forget_path_names`] ran.
+    pub(crate) fn last_change(&self, path: &str) -> Option<DateTime<Utc>> {
+        let &n = self.path_numbers.get(path)?;
+        let seconds = *self.last_changed.get(n as usize)?;
+        (seconds != NO_TIME).then(|| DateTime::from_timestamp(seconds, 0)).flatten()
+    }
+
+    /// Drops what finds a path by its name and when it last changed: the files at HEAD, which
+    /// ask [`History::last_change`], are read.
+    pub(crate) fn forget_path_names(&mut self) {
+        self.path_numbers = HashMap::new();
+        self.last_changed = Vec::new();
     }
 
     /// Ends the log (a listed commit it did not give is kept with its SHA only), orders the
@@ -463,8 +491,7 @@ impl History {
         self.authored_at = Vec::new();
         self.files.shrink_to_fit();
         self.paths.shrink_to_fit();
-        // Paths are numbered as commits come; nothing looks one up after the last.
-        self.path_numbers = HashMap::new();
+        self.last_changed.shrink_to_fit();
     }
 
     /// The bytes the history holds on the heap (its buffers' capacities; the path map counted
@@ -484,6 +511,7 @@ impl History {
             + self.paths.capacity() * size_of::<Arc<str>>()
             + paths
             + path_map
+            + self.last_changed.capacity() * size_of::<i64>()
     }
 
     /// How many commits the history holds.
@@ -589,6 +617,7 @@ impl History {
     /// to temporary files.
     pub(crate) fn keep_what_rows_read(&mut self, mainline: &[bool]) {
         self.committed_at = Vec::new();
+        self.forget_path_names();
         if mainline.is_empty() {
             self.parents = Lists::default();
             self.files = Lists::default();
@@ -696,6 +725,29 @@ mod tests {
             files: files.iter().map(|f| f.to_string()).collect(),
             ..Commit::default()
         }
+    }
+
+    #[test]
+    fn a_path_last_changed_with_the_newest_commit_that_has_a_time() {
+        let at = |s: i64| DateTime::from_timestamp(s, 0);
+        let timed = |sha: &str, files: &[&str], t: Option<DateTime<Utc>>| Commit {
+            committed_at: t,
+            ..commit(sha, &[], "Change", files)
+        };
+        // Newest first, as the log gives them; the newest has no time (a broken date).
+        let mut history = History::of(
+            &[
+                timed("c3", &["a.md", "b.rs"], None),
+                timed("b2", &["a.md"], at(200)),
+                timed("a1", &["a.md", "b.rs", "c.md"], at(100)),
+            ],
+            vec![],
+        );
+        let last = |h: &History| ["a.md", "b.rs", "c.md", "d.md"].map(|p| h.last_change(p));
+        assert_eq!(last(&history), [at(200), at(100), at(100), None]);
+        history.forget_path_names();
+        assert_eq!(last(&history), [None; 4]);
+        assert_eq!(history.files(1).collect::<Vec<_>>(), ["a.md"], "the paths are kept");
     }
 
     #[test]

@@ -54,13 +54,10 @@ pub(crate) fn read_repo(
     summaries: Option<&git::SummaryCache>,
     mut progress: impl FnMut(&str),
 ) -> Result<RepoContent, GitError> {
-    // Newest change per path, from the date-ordered log: a doc's updated_at.
-    let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
     let mut history = History::listing(Arc::new(git::rev_list(dir)?));
     let listed = history.listed();
     let mut read = 0usize;
     git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: summaries }, |c| {
-        note_changes(&mut last_change, &c);
         history.push(&c);
         read += 1;
         if read.is_multiple_of(1000) {
@@ -89,27 +86,21 @@ pub(crate) fn read_repo(
             links: ThreadLinks::default(),
         },
     };
-    let Some(tree) = head_tree(dir)? else { return Ok(content) };
-    let out = &mut content.tree;
-    read_docs(dir, &tree, repo, web, DocSource::Repo, rules, &last_change, out)?;
+    let Some(tree) = head_tree(dir)? else {
+        content.commits.history.forget_path_names();
+        return Ok(content);
+    };
+    let (out, history) = (&mut content.tree, &mut content.commits.history);
+    read_docs(dir, &tree, repo, web, DocSource::Repo, rules, history, out)?;
     let docs = out.rows();
     if rules.wants(RowType::Code) {
-        read_code(dir, &tree, repo, web, rules, &last_change, out)?;
+        read_code(dir, &tree, repo, web, rules, history, out)?;
     }
+    history.forget_path_names();
     out.flush().map_err(GitError::Spill)?;
     let code = out.rows() - docs;
     progress(&format!("{commits} commits, {docs} doc chunks, {code} code chunks"));
     Ok(content)
-}
-
-/// Records `c`'s time as the last change of each path it changed that no newer commit did
-/// (the log runs newest first): a doc's or a code file's `updated_at`.
-fn note_changes(last_change: &mut HashMap<String, DateTime<Utc>>, c: &Commit) {
-    if let Some(t) = c.committed_at {
-        for f in &c.files {
-            last_change.entry(f.clone()).or_insert(t);
-        }
-    }
 }
 
 /// A repository's history ([`History`]) and its rows: a commit row per commit and a diff row
@@ -244,7 +235,7 @@ fn read_code(
     repo: &str,
     web: Option<&str>,
     rules: &RepoRules,
-    last_change: &HashMap<String, DateTime<Utc>>,
+    history: &History,
     out: &mut TreeFiles,
 ) -> Result<(), GitError> {
     let head = &tree.head;
@@ -270,7 +261,7 @@ fn read_code(
             return;
         }
         let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
-        let updated = last_change.get(path).copied();
+        let updated = history.last_change(path);
         let file_name = path.rsplit('/').next().unwrap_or(path);
         let chunked = chunk_code(path, &text, opts);
         let mut rows = Vec::with_capacity(chunked.chunks.len());
@@ -327,15 +318,15 @@ pub(crate) fn read_wiki(
     web: Option<&str>,
     rules: &RepoRules,
 ) -> Result<TreeFiles, GitError> {
-    let mut last_change: HashMap<String, DateTime<Utc>> = HashMap::new();
-    let listed = git::rev_list(dir)?;
+    let mut history = History::listing(Arc::new(git::rev_list(dir)?));
+    let listed = history.listed();
     git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: None }, |c| {
-        note_changes(&mut last_change, &c);
+        history.push(&c);
         true
     })?;
     let mut out = TreeFiles::default();
     if let Some(tree) = head_tree(dir)? {
-        read_docs(dir, &tree, repo, web, DocSource::Wiki, rules, &last_change, &mut out)?;
+        read_docs(dir, &tree, repo, web, DocSource::Wiki, rules, &history, &mut out)?;
     }
     out.flush().map_err(GitError::Spill)?;
     Ok(out)
@@ -364,7 +355,7 @@ fn read_docs(
     web: Option<&str>,
     source: DocSource,
     rules: &RepoRules,
-    last_change: &HashMap<String, DateTime<Utc>>,
+    history: &History,
     out: &mut TreeFiles,
 ) -> Result<(), GitError> {
     let head = &tree.head;
@@ -378,7 +369,7 @@ fn read_docs(
             Ok(text) => text,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         };
-        let updated = last_change.get(path).copied();
+        let updated = history.last_change(path);
         let shown = match source {
             DocSource::Repo => path.to_string(),
             DocSource::Wiki => format!("wiki/{path}"),
