@@ -312,27 +312,15 @@ fn parse_paths(raw: &[u8]) -> Vec<String> {
     text.lines().filter(|l| !l.is_empty() && !l.starts_with('"')).map(str::to_string).collect()
 }
 
-/// Reads past the next [`RECORD`] separator without holding what comes before it; false when
-/// the output ended first.
-fn skip_record(out: &mut impl BufRead) -> std::io::Result<bool> {
+/// Reads past the next [`RECORD`] separator without holding what comes before it (more than a
+/// [`DIFF_PIECE`] at a time in `scratch`); false when the output ended first.
+fn skip_record(out: &mut impl BufRead, scratch: &mut Vec<u8>) -> std::io::Result<bool> {
     loop {
-        let (found, used) = {
-            let available = match out.fill_buf() {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if available.is_empty() {
-                return Ok(false);
-            }
-            match memchr::memchr(RECORD, available) {
-                Some(i) => (true, i + 1),
-                None => (false, available.len()),
-            }
-        };
-        out.consume(used);
-        if found {
-            return Ok(true);
+        scratch.clear();
+        match read_piece(out, [RECORD, RECORD], DIFF_PIECE, scratch)? {
+            Stop::At(_) => return Ok(true),
+            Stop::Eof => return Ok(false),
+            Stop::Full => {}
         }
     }
 }
@@ -351,10 +339,10 @@ fn each_summary_in(
     held: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> std::io::Result<bool> {
-    if !skip_record(&mut out)? {
+    let (mut piece, mut paths) = (Vec::new(), Vec::new());
+    if !skip_record(&mut out, &mut piece)? {
         return Ok(false); // the bytes before the first separator, and nothing after them
     }
-    let (mut piece, mut paths) = (Vec::new(), Vec::new());
     loop {
         let (fields, mut stop) = read_head(&mut out, held, &mut piece)?;
         reuse(&mut paths);
@@ -412,10 +400,10 @@ fn each_patch_record_in(
     held: usize,
     mut each: impl FnMut(Commit) -> bool,
 ) -> Result<bool, ReadFailed> {
-    if !skip_record(&mut out)? {
+    let mut piece = Vec::new();
+    if !skip_record(&mut out, &mut piece)? {
         return Ok(false); // the bytes before the first separator, and nothing after them
     }
-    let mut piece = Vec::new();
     loop {
         let (fields, head_stop) = read_head(&mut out, held, &mut piece)?;
         let mut diff = DiffReader::default();
@@ -662,7 +650,7 @@ impl SummaryCache {
         mut wanted: impl Iterator<Item = &'a str>,
     ) -> std::io::Result<bool> {
         let mut piece = Vec::new();
-        let mut more = skip_record(&mut out)?; // the bytes before the first separator
+        let mut more = skip_record(&mut out, &mut piece)?; // the bytes before the first separator
         while more && !out.fill_buf()?.is_empty() {
             let (sha, stop) = read_field(&mut out, 128, &mut piece)?;
             if sha.more != 0 || wanted.next() != Some(sha.text.trim()) {
@@ -671,7 +659,7 @@ impl SummaryCache {
             more = match stop {
                 Stop::At(RECORD) => true,
                 Stop::Eof => false,
-                _ => skip_record(&mut out)?,
+                _ => skip_record(&mut out, &mut piece)?,
             };
         }
         Ok(wanted.next().is_none())
@@ -1155,6 +1143,17 @@ pub(crate) mod tests {
         assert_eq!((small.len(), small.capacity()), (0, 4096));
     }
 
+    #[test]
+    fn a_record_is_passed_over_a_piece_at_a_time_up_to_its_separator() {
+        let long = format!("{}\x1eafter", "x".repeat(3 * DIFF_PIECE + 5));
+        let (mut out, mut scratch) = (long.as_bytes(), Vec::new());
+        assert!(skip_record(&mut out, &mut scratch).unwrap());
+        assert_eq!(out, b"after");
+        assert!(scratch.len() <= DIFF_PIECE, "{} bytes held", scratch.len());
+        assert!(!skip_record(&mut out, &mut scratch).unwrap(), "no separator is left");
+        assert!(out.is_empty());
+    }
+
     /// A record of `git log` with the format [`log_args`] gives: `sha` repeated to a SHA's
     /// length, then `message` and what follows it (paths or a diff).
     fn record(sha: char, message: &[u8], after: &str) -> Vec<u8> {
@@ -1192,9 +1191,10 @@ pub(crate) mod tests {
                 summaries.extend(record(sha, m, "\n\nsrc/a.rs\ndocs/b.md\n"));
                 patches.extend(record(sha, m, "\ndiff --git a/x b/x\n+1\n"));
             }
-            let read = |out: &[u8], held: usize, piece: usize| {
+            // Both passes' records, holding `held` bytes of a field, through a reader of `piece`.
+            let read = |held: usize, piece: usize| {
                 let mut got = Vec::new();
-                each_summary_in(std::io::BufReader::with_capacity(piece, out), held, |c| {
+                each_summary_in(std::io::BufReader::with_capacity(piece, &summaries[..]), held, |c| {
                     got.push(c);
                     true
                 })
@@ -1207,8 +1207,8 @@ pub(crate) mod tests {
                 .unwrap();
                 (got, patched)
             };
-            let (whole, whole_patched) = read(&summaries, usize::MAX, 1 << 20);
-            let (cut, cut_patched) = read(&summaries, held, piece);
+            let (whole, whole_patched) = read(usize::MAX, 1 << 20);
+            let (cut, cut_patched) = read(held, piece);
             proptest::prop_assert_eq!((whole.len(), cut.len()), (messages.len(), messages.len()));
             for (w, c) in whole.iter().zip(&cut) {
                 proptest::prop_assert_eq!(w.message_more, 0);

@@ -998,6 +998,15 @@ mod tests {
         }
     }
 
+    /// Every row of `c` (its commit row and a diff row a file), as a build makes them, in id
+    /// order.
+    fn rows_in_id_order(mut c: Commit) -> Vec<Row> {
+        let row = commit_row("o/r", None, &mut c, &Merged::default());
+        let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
+        rows.sort_by(|a, b| a.id.cmp(&b.id));
+        rows
+    }
+
     #[test]
     fn rows_of_a_diff_whose_long_lines_were_counted_not_held_are_the_rows_of_the_whole_diff() {
         use crate::diff::PARTS_HELD;
@@ -1019,17 +1028,13 @@ mod tests {
             let pieces = piece.map_or(Vec::new(), |n| vec![n; text.len()]);
             let (files, diff) = Diff::read(&text, &pieces, PARTS_HELD, keep);
             assert!(keep == usize::MAX || diff.head.more > 0);
-            let mut c = Commit {
+            rows_in_id_order(Commit {
                 sha: "e".repeat(40),
                 message: "Vendor the app".into(),
                 files,
                 diff,
                 ..Commit::default()
-            };
-            let row = commit_row("o/r", None, &mut c, &Merged::default());
-            let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
-            rows.sort_by(|a, b| a.id.cmp(&b.id));
-            rows
+            })
         };
         let whole = rows(usize::MAX, None);
         assert_eq!(whole.len(), 5);
@@ -1106,18 +1111,14 @@ mod tests {
         let text = "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n";
         let rows = |message: &str, message_more: usize| {
             let (files, diff) = Diff::read(text, &[], crate::diff::PARTS_HELD, usize::MAX);
-            let mut c = Commit {
+            rows_in_id_order(Commit {
                 sha: "e".repeat(40),
                 message: message.into(),
                 message_more,
                 files,
                 diff,
                 ..Commit::default()
-            };
-            let row = commit_row("o/r", None, &mut c, &Merged::default());
-            let mut rows: Vec<Row> = OneCommit::new("o/r", None, c, Some(row), |_| true).collect();
-            rows.sort_by(|a, b| a.id.cmp(&b.id));
-            rows
+            })
         };
         let whole = rows(&message, 0);
         assert!(whole.iter().all(|r| r.truncated && r.body.contains("entry 100:")), "{whole:?}");
