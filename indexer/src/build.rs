@@ -28,6 +28,7 @@ use crate::github::{
 };
 use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
 use crate::spans::{RowAt, SpanKeys};
+use crate::spill::KeyRuns;
 use crate::tree::TreeFiles;
 
 /// What a build is asked to do.
@@ -786,35 +787,34 @@ pub(crate) async fn embed_one(
 }
 
 /// What a repository's current build segments offer a rebuild: themselves, by input hash, and
-/// the vectors of their texts. The first build segment that is not reused whole looks for its
-/// texts in every earlier segment's rows (without vectors), holding only its own texts' hashes;
-/// from the second on, they are found through an index of every text's hash (16 bytes of it)
-/// to the segment that holds it, made then. Either way a changed build segment reads the
-/// vectors of only the earlier segments holding its texts. A one-commit delta, whose history
-/// spans leave one build segment changed, so never holds the index (~80 MiB at 400k commits).
+/// the vectors of their texts. The first build segment that is not reused whole reads every
+/// earlier segment's text keys (its rows without bodies) and keeps the hashes of the texts each
+/// may hold, 8 bytes of each, as a sorted run a segment in a temporary file ([`KeyRuns`]); each
+/// changed segment then looks its own texts up there, a block at a time, and reads the vectors
+/// of only the earlier segments holding them. So a rebuild holds one segment's text hashes at a
+/// time, not every text of the repository: an index of them in memory (~44 MiB for the 1.8M
+/// texts of 400k commits) was made by any delta that changed a second build segment, as a
+/// commit adding or editing a file at HEAD does (docs/performance.md, "A rebuild's earlier
+/// texts out of memory").
 struct EarlierVectors<'a> {
     store: &'a Store,
     cache: &'a std::path::Path,
     segments: Vec<ManifestSegment>,
-    /// Whether a changed segment has looked for its texts (the next one makes the index).
-    looked: bool,
-    /// Text hash (its first 16 bytes) → index in `segments`, once made.
-    index: Option<HashMap<[u8; 16], u32>>,
+    /// The hashes of the texts each of `segments` may hold, a run each, once read.
+    texts: Option<KeyRuns>,
 }
 
-/// The first 16 bytes of a hex sha256: enough to tell texts apart, a quarter of the memory.
-fn hash_key(sha_hex: &str) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b =
-            sha_hex.get(2 * i..2 * i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).unwrap_or(0);
-    }
-    out
+/// The first 8 bytes of a hex sha256, as a number: enough to find which earlier build segments
+/// to read (two texts sharing them at worst cost a read of one segment more: the vectors
+/// themselves are taken by the whole hash, [`keep_reusable`]).
+fn text_key(sha_hex: &str) -> u64 {
+    let hex = |h: &str| h.get(..16).and_then(|h| u64::from_str_radix(h, 16).ok());
+    hex(sha_hex).or_else(|| hex(&sha256_hex(sha_hex.as_bytes()))).unwrap_or(0)
 }
 
 impl<'a> EarlierVectors<'a> {
     fn new(store: &'a Store, cache: &'a std::path::Path, segments: Vec<ManifestSegment>) -> Self {
-        EarlierVectors { store, cache, segments, looked: false, index: None }
+        EarlierVectors { store, cache, segments, texts: None }
     }
 
     /// The current build segment built from `input`, if there is one.
@@ -851,29 +851,20 @@ impl<'a> EarlierVectors<'a> {
         if self.segments.is_empty() {
             return Ok(out);
         }
-        let mut holding: BTreeSet<u32> = BTreeSet::new();
-        if !self.looked {
-            self.looked = true;
+        let keeping = "keeping the earlier build segments' text hashes in a temporary file";
+        if self.texts.is_none() {
+            let mut runs = KeyRuns::new().context(keeping)?;
             for k in 0..self.segments.len() {
-                if self.texts_of(k).await?.iter().any(|t| wanted.contains(t)) {
-                    holding.insert(k as u32);
-                }
+                runs.push(self.texts_of(k).await?.iter().map(|t| text_key(t))).context(keeping)?;
             }
-        } else {
-            if self.index.is_none() {
-                let mut index = HashMap::new();
-                for k in 0..self.segments.len() {
-                    for sha in self.texts_of(k).await? {
-                        index.insert(hash_key(&sha), k as u32);
-                    }
-                }
-                self.index = Some(index);
-            }
-            let index = self.index.as_ref().expect("made above");
-            holding.extend(wanted.iter().filter_map(|sha| index.get(&hash_key(sha)).copied()));
+            self.texts = Some(runs);
         }
-        for k in holding {
-            keep_reusable(&self.read(k as usize).await?, &wanted, &mut out);
+        let mut keys: Vec<u64> = wanted.iter().map(|t| text_key(t)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let runs = self.texts.as_mut().expect("read above");
+        for k in runs.holding(&keys).context(keeping)? {
+            keep_reusable(&self.read(k).await?, &wanted, &mut out);
         }
         Ok(out)
     }
