@@ -20,7 +20,7 @@ use hubdex_formats::{
     Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, boundary_after,
 };
 
-use crate::edges::{CommitReleases, RepoEdges};
+use crate::edges::{CommitEdges, RepoEdges};
 use crate::history::History;
 use crate::local::ThreadLinks;
 use crate::spans::{RowAt, SpanKeys};
@@ -319,8 +319,9 @@ impl Filling {
 /// segment.
 ///
 /// Only the rows of the segment being filled (and, until the rows pass `share`, the ones
-/// before it) are held: the cut of a whole repository never is. A commit's `shipped_in` edge
-/// is made when its first row comes ([`CommitReleases`]).
+/// before it) are held: the cut of a whole repository never is. A commit's own edges (those
+/// its message states, its `shipped_in` one) are read back or made when its first row comes
+/// ([`CommitEdges`]).
 pub(crate) struct Cutter<'h> {
     share: u64,
     dim: usize,
@@ -328,8 +329,8 @@ pub(crate) struct Cutter<'h> {
     files: HashMap<String, Vec<FileText>>,
     /// Edges (with their place in the repository's order) by source entity, likewise.
     edges: HashMap<String, Vec<(usize, Edge)>>,
-    /// The commits' `shipped_in` edges, made from `history` as their commits' rows come.
-    commit_edges: CommitReleases,
+    /// The commits' own edges, read back or made from `history` as their commits' rows come.
+    commit_edges: CommitEdges,
     history: &'h History,
     open: Filling,
     /// Closed parts not handed out yet: all of them while the rows fit in one share, then the
@@ -442,15 +443,13 @@ impl<'h> Cutter<'h> {
             self.open.edges.extend(edges);
         }
         // A history row's commit is known by its place; another row's by its entity.
-        let edge = match at {
+        let edges = match at {
             Some(at) => {
                 self.commit_edges.take_commit(self.history, self.history.in_cut_order(at.commit))
             }
             None => self.commit_edges.take(self.history, &row.entity),
         };
-        if let Some(edge) = edge {
-            self.open.edges.push(edge);
-        }
+        self.open.edges.extend(edges);
         let boundary = boundary_after(&row.id, b, self.share);
         match at {
             Some(at) => {

@@ -519,6 +519,7 @@ pub(crate) fn cut_stream(
         let Crawled { mut rows, tree, commits, edges, .. } = crawled;
         let CutOptions { share, dim, git_version, in_flight } = cut;
         let keys = SpanKeys::new(&commits, share, dim, &git_version);
+        let edge_reads = edges.commits.failures();
         let mut cutter = budget::Cutter::new(Vec::new(), edges, commits.history(), share, dim)
             .with_spans(&keys, &previous);
         let gate = budget::InFlight::new(in_flight);
@@ -587,7 +588,7 @@ pub(crate) fn cut_stream(
             );
             // A failed read of the spilled history gave answers that were not its own: that is
             // the cause of whatever followed.
-            spill_check(&commits, &repo)?;
+            spill_check(&commits, &edge_reads, &repo)?;
             read_rows.with_context(|| format!("reading the history of {repo}"))?;
             match jump {
                 Some(after) => at = after,
@@ -621,7 +622,7 @@ pub(crate) fn cut_stream(
             .with_context(|| format!("reading back the files at HEAD of {repo}"))?;
         }
         let last = cutter.finish();
-        spill_check(&commits, &repo)?;
+        spill_check(&commits, &edge_reads, &repo)?;
         for part in last {
             if tx.blocking_send(gate.hand_on(part)).is_err() {
                 break;
@@ -632,10 +633,14 @@ pub(crate) fn cut_stream(
     (rx, handle)
 }
 
-/// An error when a read of `commits`' spilled history failed
-/// ([`crate::history::History::spill`]).
-fn spill_check(commits: &CommitRows, repo: &str) -> anyhow::Result<()> {
-    match commits.history().spill_error() {
+/// An error when a read of `commits`' spilled history ([`crate::history::History::spill`]) or
+/// of its commits' edges kept in a file ([`crate::edges::MessageEdges`]) failed.
+fn spill_check(
+    commits: &CommitRows,
+    edge_reads: &std::sync::OnceLock<String>,
+    repo: &str,
+) -> anyhow::Result<()> {
+    match commits.history().spill_error().or_else(|| edge_reads.get().cloned()) {
         Some(e) => Err(anyhow::anyhow!("{e}")).context(format!("reading the history of {repo}")),
         None => Ok(()),
     }

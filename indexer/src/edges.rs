@@ -15,10 +15,15 @@
 //! In a tagged history nearly every commit has a `shipped_in` edge, and listed they held about
 //! 1 KB a commit (the edge's strings and the set that deduplicates edges): [`RepoEdges`] keeps
 //! a commit's release as two numbers instead ([`CommitReleases`]), and its edge is made when
-//! the build cuts that commit's rows.
+//! the build cuts that commit's rows. The edges commit messages state go to a temporary file as
+//! they are made, a record a commit, read back when the build cuts its rows
+//! ([`MessageEdges`]): listed, a history whose every commit names its pull request and closes
+//! an issue held 137 MiB of them at 100k commits.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 
 use chrono::{DateTime, Utc};
 
@@ -207,12 +212,12 @@ fn pull_request_number(subject: &str) -> Option<u64> {
 }
 
 /// A repository's edges ([`repo_edges`]), in their order: the listed ones with their places,
-/// and each commit's `shipped_in` edge, made when asked ([`CommitReleases`]).
+/// and each commit's own, read back or made when asked ([`CommitEdges`]).
 #[derive(Debug, Default)]
 pub(crate) struct RepoEdges {
-    /// Every edge but the commits' `shipped_in` ones, each with its place in the order.
+    /// Every edge but the commits' own, each with its place in the order.
     pub(crate) listed: Vec<(usize, Edge)>,
-    pub(crate) commits: CommitReleases,
+    pub(crate) commits: CommitEdges,
 }
 
 impl RepoEdges {
@@ -235,6 +240,183 @@ impl RepoEdges {
 /// No release, or an edge already taken.
 const NO_RELEASE: u32 = u32::MAX;
 
+/// The edges of a commit, each with its place in the repository's order: those its message
+/// states, then its `shipped_in` one.
+#[derive(Debug, Default)]
+pub(crate) struct CommitEdges {
+    pub(crate) messages: MessageEdges,
+    pub(crate) releases: CommitReleases,
+}
+
+impl CommitEdges {
+    /// The edges of the commit `entity` names (`commit/<sha>`); once.
+    pub(crate) fn take(&mut self, history: &History, entity: &str) -> Vec<(usize, Edge)> {
+        if self.messages.file.is_none() && self.releases.release.is_empty() {
+            return Vec::new();
+        }
+        match entity.strip_prefix("commit/").and_then(|sha| history.find(sha)) {
+            Some(c) => self.take_commit(history, c),
+            None => Vec::new(),
+        }
+    }
+
+    /// The edges of commit `c`; once.
+    pub(crate) fn take_commit(&mut self, history: &History, c: CommitNo) -> Vec<(usize, Edge)> {
+        let mut edges = self.messages.take(history, c);
+        edges.extend(self.releases.take_commit(history, c));
+        edges
+    }
+
+    /// The edges of commit `c` not taken yet; left in place.
+    pub(crate) fn peek(&self, history: &History, c: CommitNo) -> Vec<(usize, Edge)> {
+        let mut edges = self.messages.peek(history, c);
+        edges.extend(self.releases.peek(history, c));
+        edges
+    }
+
+    /// Every edge not taken yet, in order.
+    pub(crate) fn take_rest(&mut self, history: &History) -> Vec<(usize, Edge)> {
+        let mut edges = self.messages.take_rest(history);
+        edges.extend(self.releases.take_rest(history));
+        edges.sort_by_key(|(i, _)| *i);
+        edges
+    }
+
+    /// Where a failed read of the message edges is kept: the build stops with it before
+    /// anything it made is published.
+    pub(crate) fn failures(&self) -> Arc<OnceLock<String>> {
+        Arc::clone(&self.messages.failed)
+    }
+}
+
+/// No record: a commit whose message states no edge, or whose edges were taken.
+const NO_RECORD: u64 = u64::MAX;
+
+/// What a record keeps of an edge a commit's message states; its source (the commit), source
+/// repository, evidence row (the commit's) and target URL are made again from the commit.
+type Stated = (usize, EdgeKind, String, String, String);
+
+/// The edges commit messages state (`closes`, `reverts`, `pull_request_of`, `mentions`), in an
+/// unnamed temporary file (removed by the system once closed, however the build ends): a
+/// record a commit that has any, its edges with their places, read back when the build cuts
+/// that commit's rows. A read that fails gives no edges and is kept ([`Self::failed`]).
+#[derive(Debug, Default)]
+pub(crate) struct MessageEdges {
+    repo: String,
+    web: Option<String>,
+    /// Whether every commit has a row (the edges' evidence).
+    commit_rows: bool,
+    /// Per commit number: where its record starts, [`NO_RECORD`] for none or once taken.
+    at: Vec<u64>,
+    file: Option<Mutex<File>>,
+    end: u64,
+    failed: Arc<OnceLock<String>>,
+}
+
+impl MessageEdges {
+    fn new(repo: &str, web: Option<&str>, commit_rows: bool, commits: usize) -> MessageEdges {
+        MessageEdges {
+            repo: repo.to_string(),
+            web: web.map(str::to_string),
+            commit_rows,
+            at: vec![NO_RECORD; commits],
+            ..MessageEdges::default()
+        }
+    }
+
+    /// Keeps `edges`, the edges commit `c`'s message states, from place `first` on.
+    fn keep(&mut self, c: CommitNo, first: usize, edges: &[Edge]) -> std::io::Result<()> {
+        if edges.is_empty() {
+            return Ok(());
+        }
+        let stated: Vec<Stated> = edges
+            .iter()
+            .enumerate()
+            .map(|(k, e)| {
+                let (repo, target, evidence) = (&e.target_repo, &e.target, &e.evidence);
+                (first + k, e.kind, repo.clone(), target.clone(), evidence.clone())
+            })
+            .collect();
+        let json = serde_json::to_vec(&stated).map_err(std::io::Error::other)?;
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(Mutex::new(tempfile::tempfile()?)),
+        };
+        let file = file.get_mut().unwrap_or_else(PoisonError::into_inner);
+        file.seek(SeekFrom::Start(self.end))?;
+        file.write_all(&(json.len() as u64).to_le_bytes())?;
+        file.write_all(&json)?;
+        self.at[c as usize] = self.end;
+        self.end += 8 + json.len() as u64;
+        Ok(())
+    }
+
+    /// The edges commit `c`'s message states, with their places; left in place.
+    fn peek(&self, history: &History, c: CommitNo) -> Vec<(usize, Edge)> {
+        let Some(&at) = self.at.get(c as usize) else { return Vec::new() };
+        if at == NO_RECORD {
+            return Vec::new();
+        }
+        match self.read(at) {
+            Ok(stated) => {
+                let source = format!("commit/{}", history.sha(c));
+                stated.into_iter().map(|s| (s.0, self.edge(&source, s))).collect()
+            }
+            Err(e) => {
+                self.failed.get_or_init(|| format!("reading back a commit's edges: {e}"));
+                Vec::new()
+            }
+        }
+    }
+
+    /// The edges commit `c`'s message states; once.
+    fn take(&mut self, history: &History, c: CommitNo) -> Vec<(usize, Edge)> {
+        let edges = self.peek(history, c);
+        if let Some(at) = self.at.get_mut(c as usize) {
+            *at = NO_RECORD;
+        }
+        edges
+    }
+
+    /// Every edge not taken yet, in order.
+    fn take_rest(&mut self, history: &History) -> Vec<(usize, Edge)> {
+        let left: Vec<CommitNo> =
+            history.commits().filter(|&c| self.at.get(c as usize) != Some(&NO_RECORD)).collect();
+        left.into_iter().flat_map(|c| self.take(history, c)).collect()
+    }
+
+    /// The edges commit `c`'s message states, without their places (for [`repo_edges`]).
+    fn of(&self, history: &History, c: CommitNo) -> Vec<Edge> {
+        self.peek(history, c).into_iter().map(|(_, e)| e).collect()
+    }
+
+    fn read(&self, at: u64) -> std::io::Result<Vec<Stated>> {
+        let file = self.file.as_ref().ok_or_else(|| std::io::Error::other("no file"))?;
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        file.seek(SeekFrom::Start(at))?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)?;
+        let mut json = vec![0u8; u64::from_le_bytes(len) as usize];
+        file.read_exact(&mut json)?;
+        serde_json::from_slice(&json).map_err(std::io::Error::other)
+    }
+
+    /// The edge a record keeps, of the commit `source` names.
+    fn edge(&self, source: &str, (_, kind, target_repo, target, evidence): Stated) -> Edge {
+        let repo = self.repo.as_str();
+        Edge {
+            kind,
+            source_repo: repo.to_string(),
+            source: source.to_string(),
+            target_url: url_of(self.web.as_deref(), repo, &target_repo, &target),
+            target_repo,
+            target,
+            evidence_id: self.commit_rows.then(|| row_id(RowType::Commit, repo, source, 0)),
+            evidence,
+        }
+    }
+}
+
 /// The `shipped_in` edge of each commit a release holds, kept as numbers and made when asked:
 /// the one [`repo_edges`] would have listed, at the same place in the order.
 #[derive(Debug, Default)]
@@ -256,15 +438,6 @@ impl CommitReleases {
     /// How many edges are left to take.
     pub(crate) fn len(&self) -> usize {
         self.release.iter().filter(|&&r| r != NO_RELEASE).count()
-    }
-
-    /// The edge of the commit `entity` names (`commit/<sha>`), with its place; once.
-    pub(crate) fn take(&mut self, history: &History, entity: &str) -> Option<(usize, Edge)> {
-        if self.release.is_empty() {
-            return None;
-        }
-        let c = history.find(entity.strip_prefix("commit/")?)?;
-        self.take_commit(history, c)
     }
 
     /// Every edge not taken yet, in order.
@@ -326,7 +499,6 @@ pub(crate) fn repo_edges(
 ) -> std::io::Result<RepoEdges> {
     let commit_row =
         |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
-    let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
 
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins. Only
     // the subjects some revert names are listed (a map of every subject held 36 MiB at 400k
@@ -343,7 +515,12 @@ pub(crate) fn repo_edges(
         }
     }
 
+    // Each commit's edges have that commit as their source, so each is deduplicated within its
+    // own: they are kept a commit at a time, out of memory, and no set holds them all.
+    let mut messages = MessageEdges::new(repo, web, commit_rows, history.len());
+    let mut stated = 0;
     for c in history.commits() {
+        let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
         let (sha, committed_at) = (history.sha(c), history.committed_at(c));
         let source = format!("commit/{sha}");
         let evidence_id = commit_row(&sha);
@@ -389,6 +566,8 @@ pub(crate) fn repo_edges(
             );
         }
         mentions(&mut set, &source, evidence_id, msg, repo, history);
+        messages.keep(c, stated, &set.edges)?;
+        stated += set.edges.len();
     }
 
     // Threads, releases and files: closing keywords in a pull request's description, the merge
@@ -400,12 +579,13 @@ pub(crate) fn repo_edges(
     let mut rows_sorted: Vec<&Row> =
         rows.iter().filter(|r| !matches!(r.kind(), RowType::Commit | RowType::Diff)).collect();
     rows_sorted.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
+    let mut set = EdgeSet { repo, web, seen: HashSet::new(), edges: Vec::new() };
     let start = set.edges.len();
     // The row that made each edge from `start` on, by its place in that order.
     let mut made_by: Vec<(bool, Option<DateTime<Utc>>, String)> = Vec::new();
     let mut row_edges = |set: &mut EdgeSet<'_>, r: &Row| {
         let before = set.edges.len();
-        thread_and_file_edges(set, r, repo, history);
+        thread_and_file_edges(set, r, repo, history, &messages);
         let (head, time, id) = row_order(r);
         made_by.extend(std::iter::repeat_n((head, time, id.clone()), set.edges.len() - before));
     };
@@ -430,12 +610,14 @@ pub(crate) fn repo_edges(
         ..CommitReleases::default()
     };
     let before = set.edges.len();
-    shipped_in(&mut set, history, releases, &mut commits);
-    // The commits' edges come between the edges made before them and the ones after.
+    shipped_in(&mut set, history, releases, &mut commits, &messages, stated);
+    // The commits' messages' edges come first; their `shipped_in` ones between the edges made
+    // before them and the ones after.
     let after = commits.len();
     let listed = set.edges.into_iter().enumerate();
-    let listed = listed.map(|(i, e)| (if i < before { i } else { i + after }, e)).collect();
-    Ok(RepoEdges { listed, commits })
+    let place = |i: usize| stated + if i < before { i } else { i + after };
+    let listed = listed.map(|(i, e)| (place(i), e)).collect();
+    Ok(RepoEdges { listed, commits: CommitEdges { messages, releases: commits } })
 }
 
 /// Where a thread's, release's or file's row comes in [`repo_edges`]' order.
@@ -445,7 +627,13 @@ fn row_order(r: &Row) -> (bool, Option<DateTime<Utc>>, &String) {
 
 /// The edges one thread's, release's or file's row states: closing keywords in a pull
 /// request's description, the merge commit the crawl gives, and what the row mentions.
-fn thread_and_file_edges(set: &mut EdgeSet<'_>, r: &Row, repo: &str, history: &History) {
+fn thread_and_file_edges(
+    set: &mut EdgeSet<'_>,
+    r: &Row,
+    repo: &str,
+    history: &History,
+    messages: &MessageEdges,
+) {
     if r.kind() == RowType::PullRequest && r.chunk_index == 0 {
         for m in CLOSING.captures_iter(&r.body) {
             let whole = m.get(0).expect("group 0");
@@ -460,7 +648,18 @@ fn thread_and_file_edges(set: &mut EdgeSet<'_>, r: &Row, repo: &str, history: &H
                 );
             }
         }
-        if let (Some(sha), Some("merged")) = (&r.commit_sha, r.state.as_deref()) {
+        // Unless the merge commit's message states it already.
+        let stated = |sha: &str| {
+            history.find(sha).is_some_and(|c| {
+                messages.of(history, c).iter().any(|e| {
+                    (e.kind, e.target_repo.as_str(), &e.target)
+                        == (EdgeKind::PullRequestOf, repo, &r.entity)
+                })
+            })
+        };
+        if let (Some(sha), Some("merged")) = (&r.commit_sha, r.state.as_deref())
+            && !stated(sha)
+        {
             set.add(
                 EdgeKind::PullRequestOf,
                 &format!("commit/{sha}"),
@@ -521,6 +720,8 @@ fn shipped_in(
     history: &History,
     releases: &ReleaseTags,
     commits: &mut CommitReleases,
+    messages: &MessageEdges,
+    stated: usize,
 ) {
     let repo = set.repo.to_string();
     let mut tags: Vec<(&Tag, CommitNo)> = history
@@ -546,8 +747,9 @@ fn shipped_in(
     let release = |ti: usize| (repo.clone(), format!("release/{}", tags[ti].0.name));
     let short = |sha: &str| sha[..sha.floor_char_boundary(12)].to_string();
     // Each commit's edge, in commit order after the edges made so far: kept as numbers.
-    if release_of.iter().any(Option::is_some) {
-        let first = set.edges.len();
+    let any_release = release_of.iter().any(Option::is_some);
+    if any_release {
+        let first = stated + set.edges.len();
         commits.tags = tags.iter().map(|(t, _)| (t.name.clone(), t.date)).collect();
         commits.release = Vec::with_capacity(history.len());
         commits.place = Vec::with_capacity(history.len());
@@ -565,15 +767,24 @@ fn shipped_in(
         release_of[history.find(sha)? as usize]
     };
     let mut best: HashMap<String, Shipped> = HashMap::new();
-    for e in set.edges.iter().filter(|e| e.target_repo == repo) {
-        if matches!(e.kind, EdgeKind::PullRequestOf | EdgeKind::Closes)
+    let mut offer_commit_edge = |e: &Edge| {
+        if e.target_repo == repo
+            && matches!(e.kind, EdgeKind::PullRequestOf | EdgeKind::Closes)
             && let Some(ti) = commit_release(&e.source)
         {
             let via = format!("via commit {}", short(e.source.trim_start_matches("commit/")));
             offer(&mut best, &e.target, (ti, via, e.evidence_id.clone()));
         }
+    };
+    // In the repository's order: the commits' messages' edges, then the others.
+    if any_release {
+        for c in history.commits() {
+            messages.of(history, c).iter().for_each(&mut offer_commit_edge);
+        }
     }
-    // A pull request that closes an issue ships it when the pull request ships.
+    set.edges.iter().for_each(offer_commit_edge);
+    // A pull request that closes an issue ships it when the pull request ships (its source is
+    // a pull request: no commit's edge is one of these).
     let pulls: HashMap<String, usize> = best.iter().map(|(k, v)| (k.clone(), v.0)).collect();
     for e in set.edges.iter().filter(|e| e.kind == EdgeKind::Closes && e.target_repo == repo) {
         if let Some(&ti) = pulls.get(&e.source) {
@@ -815,6 +1026,40 @@ mod tests {
         // Issues and pull requests inherit the release of what closes or merges them.
         assert_eq!(find(&edges, EdgeKind::ShippedIn, "issue/3"), ["release/v0.1.0"]);
         assert_eq!(find(&edges, EdgeKind::ShippedIn, "issue/5"), ["release/v0.1.0"]);
+    }
+
+    #[test]
+    fn a_merged_pull_request_gives_its_commit_one_edge_whether_or_not_the_message_names_it() {
+        let history = History::of(
+            &[
+                commit("a1", &[], "Add the parser", 1),
+                commit("b2", &["a1"], "Fix the lexer (#5)", 2),
+            ],
+            vec![],
+        );
+        let merged = |n: u64, sha: &str| {
+            let mut r = Row::new(RowType::PullRequest, "o/r", &format!("issue/{n}"), 0);
+            r.state = Some("merged".into());
+            r.commit_sha = Some(sha.repeat(20));
+            r
+        };
+        let rows = [merged(5, "b2"), merged(6, "a1")];
+        let no_files = TreeFiles::default();
+        let edges =
+            repo_edges("o/r", None, &rows, &no_files, &history, true, &ReleaseTags::Versions)
+                .unwrap()
+                .into_vec(&history);
+        let of = |sha: &str| -> Vec<(&str, &str, bool)> {
+            let source = format!("commit/{}", sha.repeat(20));
+            let pr_of = edges.iter().filter(|e| e.kind == EdgeKind::PullRequestOf);
+            pr_of
+                .filter(|e| e.source == source)
+                .map(|e| (e.target.as_str(), e.evidence.as_str(), e.evidence_id.is_some()))
+                .collect()
+        };
+        // The message names #5: its edge, with the commit row as evidence, and not the thread's.
+        assert_eq!(of("b2"), [("issue/5", "Fix the lexer (#5)", true)]);
+        assert_eq!(of("a1"), [("issue/6", "merged as a1a1a1a1a1a1", true)]);
     }
 
     #[test]

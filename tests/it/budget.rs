@@ -592,6 +592,46 @@ fn the_staged_crawl_and_embed_under_a_small_budget_hold_a_build_segment_not_the_
     assert!(whole.0 >= cut.0 + 32 && whole.1 >= cut.1 + 50, "{whole:?} against {cut:?}");
 }
 
+/// A repository at `dir` of `commits` commits, each a rollup whose message names `refs` pull
+/// requests a line each, as a merge queue's rollups do: `refs` edges a commit.
+fn rollups(dir: &Path, commits: usize, refs: usize) {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir).unwrap();
+    let at = "2026-01-01T00:00:00Z";
+    git_at(dir, at, at, &["init", "-q", "-b", "main"]);
+    let mut import = std::process::Command::new("git")
+        .args(["fast-import", "--quiet"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut script = String::new();
+    for i in 0..commits {
+        let mut message = format!("Rollup of {refs} pull requests\n\nSuccessful merges:\n");
+        for k in 0..refs {
+            message.push_str(&format!(" - #{} (change {k} of rollup {i})\n", i * refs + k + 1));
+        }
+        let when = 1_700_000_000 + i * 60;
+        let who = format!("A <a@example.com> {when} +0000");
+        script.push_str(&format!("commit refs/heads/main\nauthor {who}\ncommitter {who}\n"));
+        script.push_str(&format!("data {}\n{message}\n", message.len()));
+        let note = format!("{i}\n");
+        script.push_str(&format!("M 100644 inline notes.txt\ndata {}\n{note}\n", note.len()));
+    }
+    import.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    assert!(import.wait().unwrap().success());
+}
+
+#[test]
+fn a_build_under_a_small_budget_holds_a_commit_s_edges_as_its_rows_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("rollups");
+    // 90,000 `mentions` edges: listed until their commits' rows are cut, more than 50 MB.
+    rollups(&source, 900, 100);
+    let rows = rows_built_within_32_mib_of_100_commits(dir.path(), &source);
+    assert!(rows >= 900, "{rows} rows");
+}
+
 /// The indexer runs with glibc's malloc thresholds fixed and two arenas (what serving merges
 /// free does not pile up in arenas of their own, docs/performance.md "A merge's peak"):
 /// started without them it restarts itself with them, in the same process, caught while it
