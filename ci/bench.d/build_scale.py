@@ -22,7 +22,10 @@ measure an older hubdex-bench alike, run this with MALLOC_TRIM_THRESHOLD_=131072
     `embed`, then `publish`, each a process of its own): their seconds added up, the largest
     of their peaks;
   the rebuild and the deltas say how many commits' diffs they did not read (build segments
-  of history rows found again by their spans).
+  of history rows found again by their spans);
+  - with references: a history of the same size whose every commit names its pull request and
+    closes an issue (`hubdex-bench history --references`: two edges a commit, as a GitHub
+    project's history has; the others state none), under 256 MiB.
 
 Then the smallest size under 256 MiB again, cloned under five other names: the cut falls
 elsewhere each time, and each larger size's peak is printed against the worst of them.
@@ -51,14 +54,17 @@ def run_json(cmd: list[str]) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def history(bench: str, work: Path, commits: int) -> Path:
-    """The cached synthetic history of `commits` commits."""
-    done = work / f"history-{commits}.done"
-    repo = work / f"history-{commits}"
+def history(bench: str, work: Path, commits: int, references: bool = False) -> Path:
+    """The cached synthetic history of `commits` commits (whose messages name pull requests
+    and close issues, with `references`)."""
+    name = f"history-{commits}" + ("-references" if references else "")
+    done = work / f"{name}.done"
+    repo = work / name
     if not done.exists():
         shutil.rmtree(repo, ignore_errors=True)
-        print(f"build-scale: writing a history of {commits} commits", file=sys.stderr)
-        run_json([bench, "history", "--out", str(repo), "--commits", str(commits)])
+        print(f"build-scale: writing {name}", file=sys.stderr)
+        extra = ["--references"] if references else []
+        run_json([bench, "history", "--out", str(repo), "--commits", str(commits)] + extra)
         done.write_text("ok\n")
     return repo
 
@@ -94,6 +100,7 @@ CUT_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
 # of the smallest size are compared with).
 SMALL_BUDGET = "256MiB"
 CUT_STEP = "budget 256 MiB"
+REFERENCES_STEP = "with references (two edges a commit), budget 256 MiB"
 
 
 def smallest_cuts(bench: str, work: Path, commits: int) -> dict:
@@ -160,6 +167,14 @@ def main() -> None:
         print(f"build-scale: {commits} commits, staged delta", file=sys.stderr)
         r = staged(a.bench, src, run / "cut", SMALL_BUDGET)
         results.append({"commits": commits, "step": "staged delta: one commit", **r})
+        done(results[-1])
+        # The same name ("history"), so the cut differs only by what the messages add.
+        src = run / "src-references" / "history"
+        refs = history(a.bench, a.work, commits, references=True)
+        subprocess.run(["git", "clone", "-q", str(refs), str(src)], check=True)
+        print(f"build-scale: {commits} commits with references", file=sys.stderr)
+        r = build(a.bench, src, run / "references", SMALL_BUDGET)
+        results.append({"commits": commits, "step": REFERENCES_STEP, **r})
         done(results[-1])
         shutil.rmtree(run, ignore_errors=True)
     cuts = smallest_cuts(a.bench, a.work, min(sizes)) if sizes else None

@@ -12,4 +12,7 @@ pub use gitrepo::{
     make_long_diff_repo, make_near_duplicate_repo, make_repo,
 };
 pub use paths::{bin, environment, free_port, model_dir, node_dir, python, wait_for_http};
-pub use synth::{HashEmbedder, Mix, add_commit, add_commit_at, synthetic_history};
+pub use synth::{
+    HashEmbedder, Mix, add_commit, add_commit_at, synthetic_history,
+    synthetic_history_with_references,
+};

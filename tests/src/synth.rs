@@ -66,8 +66,21 @@ fn function(rng: &mut Mix, name: &str) -> String {
 /// Writes a history of `commits` commits to a new repository at `dir` (which must not
 /// exist): each commit changes one to four of [`FILES`] Rust files (rewriting one function in
 /// each), with a subject and a body of generated words, a minute apart. Deterministic in
-/// `seed`.
+/// `seed`. Its messages state no edge: [`synthetic_history_with_references`] writes one whose
+/// messages do.
 pub fn synthetic_history(dir: &Path, commits: usize, seed: u64) -> std::io::Result<()> {
+    synthetic_history_with_references(dir, commits, seed, false)
+}
+
+/// [`synthetic_history`], and with `references` each commit's subject names its pull request
+/// (`… (#N)`, as a squash merge's does) and its body closes an earlier issue (`Fixes #M.`):
+/// two edges a commit, as a GitHub project's history has.
+pub fn synthetic_history_with_references(
+    dir: &Path,
+    commits: usize,
+    seed: u64,
+    references: bool,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let ok = Command::new("git").args(["init", "-q", "-b", "main"]).current_dir(dir).status()?;
     if !ok.success() {
@@ -92,8 +105,13 @@ pub fn synthetic_history(dir: &Path, commits: usize, seed: u64) -> std::io::Resu
             rng.word(),
             rng.word()
         );
-        let body: Vec<&str> = (0..20).map(|_| rng.word()).collect();
-        let message = format!("{subject}\n\n{}\n", body.join(" "));
+        let body = (0..20).map(|_| rng.word()).collect::<Vec<_>>().join(" ");
+        let message = if references {
+            let (pull, issue) = (commits + n + 1, 1 + rng.below(n + 1));
+            format!("{subject} (#{pull})\n\n{body}\n\nFixes #{issue}.\n")
+        } else {
+            format!("{subject}\n\n{body}\n")
+        };
         writeln!(out, "commit refs/heads/main")?;
         writeln!(out, "mark :{}", n + 1)?;
         writeln!(out, "author Dev {} <dev{}@example.com> {when} +0000", n % 7, n % 7)?;

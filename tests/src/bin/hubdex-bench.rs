@@ -149,6 +149,9 @@ enum Command {
         commits: usize,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Messages that name their pull request and close an issue (two edges a commit)
+        #[arg(long)]
+        references: bool,
     },
     /// One build of SOURCE into STORE (issue 30's build-scale bench).
     Build {
@@ -1300,9 +1303,9 @@ fn main() -> anyhow::Result<()> {
         Command::Merge { store, way, graph_threads } => {
             rt.block_on(merge_bench(&store, &way, graph_threads))?
         }
-        Command::History { out, commits, seed } => {
+        Command::History { out, commits, seed, references } => {
             let t = Instant::now();
-            hubdex_tests::synthetic_history(&out, commits, seed)?;
+            hubdex_tests::synthetic_history_with_references(&out, commits, seed, references)?;
             json!({"commits": commits, "seconds": t.elapsed().as_secs_f64()})
         }
         Command::Build { source, store, embedder, budget, add_commit, stage } => rt.block_on(
