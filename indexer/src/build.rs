@@ -864,11 +864,8 @@ impl<'a> EarlierVectors<'a> {
             }
             self.texts = Some(runs);
         }
-        let mut keys: Vec<u64> = wanted.iter().map(|t| text_key(t)).collect();
-        keys.sort_unstable();
-        keys.dedup();
         let runs = self.texts.as_mut().expect("read above");
-        for k in runs.holding(&keys).context(keeping)? {
+        for k in runs.holding(wanted.iter().map(|t| text_key(t))).context(keeping)? {
             keep_reusable(&self.read(k).await?, &wanted, &mut out);
         }
         Ok(out)

@@ -21,9 +21,7 @@
 //! pull request and closes an issue to 209 MiB at 100k commits (88 MiB so).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use chrono::{DateTime, Utc};
 
@@ -32,6 +30,7 @@ use regex::Regex;
 
 use crate::history::{CommitNo, History, Tag};
 use crate::refs::find_refs;
+use crate::spill::Records;
 use crate::tree::TreeFiles;
 
 /// Tags that version the repository itself: `1.2`, `1.2.3`, `v1.2.3`, `v1.2.3-rc.1`; not a
@@ -251,7 +250,7 @@ pub(crate) struct CommitEdges {
 impl CommitEdges {
     /// The edges of the commit `entity` names (`commit/<sha>`); once.
     pub(crate) fn take(&mut self, history: &History, entity: &str) -> Vec<(usize, Edge)> {
-        if self.messages.file.is_none() && self.releases.release.is_empty() {
+        if self.messages.records.is_empty() && self.releases.release.is_empty() {
             return Vec::new();
         }
         match entity.strip_prefix("commit/").and_then(|sha| history.find(sha)) {
@@ -308,8 +307,7 @@ pub(crate) struct MessageEdges {
     commit_rows: bool,
     /// Per commit number: where its record starts, [`NO_RECORD`] for none or once taken.
     at: Vec<u64>,
-    file: Option<Mutex<File>>,
-    end: u64,
+    records: Records,
     failed: Arc<OnceLock<String>>,
 }
 
@@ -338,18 +336,10 @@ impl MessageEdges {
             })
             .collect();
         let json = serde_json::to_vec(&stated).map_err(std::io::Error::other)?;
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self.file.insert(Mutex::new(tempfile::tempfile()?)),
-        };
-        let file = file.get_mut().unwrap_or_else(PoisonError::into_inner);
-        file.seek(SeekFrom::Start(self.end))?;
-        file.write_all(&(json.len() as u64).to_le_bytes())?;
-        file.write_all(&json)?;
+        let start = self.records.append(&json)?;
         if let Some(at) = self.at.get_mut(c as usize) {
-            *at = self.end;
+            *at = start;
         }
-        self.end += 8 + json.len() as u64;
         Ok(())
     }
 
@@ -393,14 +383,7 @@ impl MessageEdges {
     }
 
     fn read(&self, at: u64) -> std::io::Result<Vec<Stated>> {
-        let file = self.file.as_ref().ok_or_else(|| std::io::Error::other("no file"))?;
-        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
-        file.seek(SeekFrom::Start(at))?;
-        let mut len = [0u8; 8];
-        file.read_exact(&mut len)?;
-        let mut json = vec![0u8; u64::from_le_bytes(len) as usize];
-        file.read_exact(&mut json)?;
-        serde_json::from_slice(&json).map_err(std::io::Error::other)
+        serde_json::from_slice(&self.records.read(at)?).map_err(std::io::Error::other)
     }
 
     /// The edge a record keeps, of the commit `source` names.

@@ -4,7 +4,8 @@
 //! once edges are made (issue 30). The pages read stay in the kernel's page cache, not in the
 //! process: a history of 400,000 commits held 10.7 MiB of them through the whole second pass.
 //! And sorted runs of keys in such a file ([`KeyRuns`]): the texts each earlier build segment
-//! holds, which a rebuild's changed segments look their texts up in.
+//! holds, which a rebuild's changed segments look their texts up in; and records of any length
+//! ([`Records`]): a commit's edges until its rows are cut.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -172,6 +173,49 @@ impl Numbers {
     }
 }
 
+/// Records of any length in an unnamed temporary file, each read back whole by where it starts:
+/// what a commit's message states of edges, kept until its rows are cut
+/// ([`crate::edges::MessageEdges`]). The file is made with the first record.
+#[derive(Debug, Default)]
+pub(crate) struct Records {
+    file: Option<Mutex<File>>,
+    end: u64,
+}
+
+impl Records {
+    /// Whether no record was ever added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// Adds `bytes` as a record; returns where it starts.
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> std::io::Result<u64> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(Mutex::new(tempfile::tempfile()?)),
+        };
+        let file = file.get_mut().unwrap_or_else(PoisonError::into_inner);
+        file.seek(SeekFrom::Start(self.end))?;
+        file.write_all(&(bytes.len() as u64).to_le_bytes())?;
+        file.write_all(bytes)?;
+        let at = self.end;
+        self.end += 8 + bytes.len() as u64;
+        Ok(at)
+    }
+
+    /// The record that starts `at` ([`Self::append`]'s answer).
+    pub(crate) fn read(&self, at: u64) -> std::io::Result<Vec<u8>> {
+        let file = self.file.as_ref().ok_or_else(|| std::io::Error::other("no record kept"))?;
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        file.seek(SeekFrom::Start(at))?;
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)?;
+        let mut bytes = vec![0u8; u64::from_le_bytes(len) as usize];
+        file.read_exact(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
 /// Sets of 8-byte keys, each kept sorted as a run in an unnamed temporary file: which runs
 /// hold any of a sorted list of keys is answered by reading them back a block at a time
 /// beside that list. A rebuild keeps here the texts each earlier build segment holds (a run
@@ -213,10 +257,15 @@ impl KeyRuns {
         Ok(())
     }
 
-    /// The runs (by number, ascending) that hold at least one of `wanted`, which must be
-    /// sorted ascending. Each run is read until its first such key, a block at a time.
-    pub(crate) fn holding(&mut self, wanted: &[u64]) -> std::io::Result<Vec<usize>> {
-        debug_assert!(wanted.is_sorted(), "wanted keys are sorted");
+    /// The runs (by number, ascending) that hold at least one of `wanted` (in any order,
+    /// repeats allowed). Each run is read until its first such key, a block at a time.
+    pub(crate) fn holding(
+        &mut self,
+        wanted: impl IntoIterator<Item = u64>,
+    ) -> std::io::Result<Vec<usize>> {
+        let mut wanted: Vec<u64> = wanted.into_iter().collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         let mut out = Vec::new();
         if wanted.is_empty() {
             return Ok(out);
@@ -299,6 +348,24 @@ mod tests {
         assert!(numbers.heap_bytes() < held.len());
     }
 
+    #[test]
+    fn records_read_back_as_appended_in_any_order() {
+        let mut records = Records::default();
+        assert!(records.is_empty());
+        let texts: Vec<Vec<u8>> = (0..300).map(|i| vec![i as u8; i * 37 % 5000]).collect();
+        let at: Vec<u64> = texts.iter().map(|t| records.append(t).unwrap()).collect();
+        assert!(!records.is_empty());
+        for i in (0..300).rev().chain((0..300).map(|i| i * 7 % 300)) {
+            assert_eq!(records.read(at[i]).unwrap(), texts[i], "record {i}");
+        }
+        // Appending after reads still adds at the end.
+        let last = records.append(b"last").unwrap();
+        assert_eq!(records.read(last).unwrap(), b"last");
+        assert_eq!(records.read(at[0]).unwrap(), texts[0]);
+        // Where no record starts: an error, not a panic.
+        assert!(Records::default().read(0).is_err());
+    }
+
     proptest::proptest! {
         #[test]
         fn the_runs_holding_a_key_are_those_a_search_of_each_set_finds(
@@ -311,16 +378,13 @@ mod tests {
             for run in &runs {
                 spilled.push(run.iter().copied()).unwrap();
             }
-            let mut asked = wanted.clone();
-            asked.sort_unstable();
-            asked.dedup();
             let expected: Vec<usize> = runs
                 .iter()
                 .enumerate()
-                .filter(|(_, run)| run.iter().any(|k| asked.binary_search(k).is_ok()))
+                .filter(|(_, run)| run.iter().any(|k| wanted.contains(k)))
                 .map(|(n, _)| n)
                 .collect();
-            proptest::prop_assert_eq!(spilled.holding(&asked).unwrap(), expected);
+            proptest::prop_assert_eq!(spilled.holding(wanted.iter().copied()).unwrap(), expected);
         }
     }
 }
