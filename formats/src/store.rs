@@ -1053,6 +1053,7 @@ impl Store {
         tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
+        failpoint("merged-segment-written");
         // What the text index's many small blocks left in the heap goes back before the next
         // merge builds its graph.
         crate::malloc::give_back_freed();

@@ -27,6 +27,7 @@ use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
 };
 use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
+use crate::scratch::Scratch;
 use crate::spans::{RowAt, SpanKeys};
 use crate::spill::KeyRuns;
 use crate::tree::TreeFiles;
@@ -772,6 +773,10 @@ pub(crate) async fn embed_one(
             writing.set_message(format!("writing {name} ({} rows)", rows.len()));
             let meta = draft.finish(&rows)?;
             writing.finish_and_clear();
+            if report.segments_written == 1 {
+                // Killed with one build segment uploaded, the next written (tests/it/reliability.rs).
+                hubdex_formats::failpoint("second-build-segment-written");
+            }
             report.write_seconds += t.elapsed().as_secs_f64();
             let t = Instant::now();
             let bytes: u64 = meta.files.iter().map(|f| f.bytes).sum();
@@ -883,8 +888,11 @@ pub(crate) struct Publication<'a> {
     pub(crate) cursors: &'a [(String, Cursor)],
     pub(crate) allow_unsafe_latest: bool,
     pub(crate) started: Instant,
-    /// Where merged segments are written before upload.
+    /// Where the members of merged segments are fetched to (kept for later builds).
     pub(crate) cache: &'a std::path::Path,
+    /// Where merged segments are written before upload: the build's scratch directory
+    /// ([`Scratch`]), so one a killed build leaves is removed by the next.
+    pub(crate) work: &'a std::path::Path,
     /// How many serving merges may run at once (from the memory budget).
     pub(crate) merges: MergeLimits,
 }
@@ -905,6 +913,7 @@ pub(crate) async fn publish_segments(
         allow_unsafe_latest,
         started,
         cache,
+        work,
         merges,
     } = publication;
     // Repositories this build did not touch keep their segments from the previous snapshot.
@@ -928,6 +937,9 @@ pub(crate) async fn publish_segments(
     // Build segments are served through merged segments (small ones together, others alone);
     // a merged segment already in the store is reused.
     let merge_cache = cache.join("merge");
+    // Where builds before the scratch directories wrote serving units: what a killed one left
+    // there would stay for good.
+    let _ = std::fs::remove_dir_all(merge_cache.join("work"));
     let merging = spinner(None);
     let what = format!(
         "serving units of {} build segments (up to {} written at once, as memory allows)",
@@ -938,14 +950,7 @@ pub(crate) async fn publish_segments(
     let progress =
         |done: usize, all: usize| merging.set_message(format!("{what}: {done}/{all} done"));
     let merged = store
-        .merge_for_serving(
-            &segments,
-            model,
-            &merge_cache,
-            &merge_cache.join("work"),
-            merges,
-            &progress,
-        )
+        .merge_for_serving(&segments, model, &merge_cache, work, merges, &progress)
         .await
         .context("writing merged segments")?;
     merging.finish_and_clear();
@@ -1005,7 +1010,7 @@ pub async fn build_with(
     let mut report = BuildReport { repos: plan.repos.len(), ..BuildReport::default() };
     let mut segments = Vec::new();
     let mut cursors = Vec::new();
-    let work = tempfile::tempdir().context("creating a scratch directory")?;
+    let work = Scratch::for_build().context("creating a scratch directory")?;
     // The git that writes the diffs: part of every history span's key (crate::spans).
     let git_version = git::version()?;
     for (repo, source) in &plan.repos {
@@ -1074,6 +1079,7 @@ pub async fn build_with(
         allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
         cache: &opts.cache,
+        work: work.path(),
         merges: opts.memory_budget.merges(),
     };
     publish_segments(publication, &mut report).await?;

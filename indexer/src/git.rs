@@ -14,6 +14,7 @@ use globset::GlobSet;
 
 use crate::diff::{Diff, DiffReader};
 use crate::history::Shas;
+use crate::scratch::Scratch;
 
 /// Directories never searched for repositories, whatever `--exclude` says.
 const SKIP_DIRS: &[&str] = &[
@@ -745,11 +746,25 @@ fn log_args(what: &str) -> Vec<&str> {
 
 /// A file of git's built-in hunk-header rules per language, for `core.attributesFile`: so a
 /// hunk names the function it is in (`@@ … @@ fn parse(`) rather than the last unindented line.
-fn funcname_attributes(dir: &Path) -> Result<tempfile::NamedTempFile, GitError> {
-    tempfile::NamedTempFile::new()
-        .and_then(|mut f| {
-            std::io::Write::write_all(&mut f, FUNCNAME_ATTRIBUTES.as_bytes())?;
-            Ok(f)
+/// In a scratch directory of its own, removed with it (and by a later build when this one is
+/// killed: [`Scratch`]).
+struct Attributes {
+    _dir: Scratch,
+    path: PathBuf,
+}
+
+impl Attributes {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn funcname_attributes(dir: &Path) -> Result<Attributes, GitError> {
+    Scratch::new()
+        .and_then(|scratch| {
+            let path = scratch.path().join("funcname.gitattributes");
+            std::fs::write(&path, FUNCNAME_ATTRIBUTES)?;
+            Ok(Attributes { _dir: scratch, path })
         })
         .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })
 }
@@ -1337,6 +1352,48 @@ pub(crate) mod tests {
             text.push_str(&pieces.decode(&bytes[from..], true));
             proptest::prop_assert_eq!(text, String::from_utf8_lossy(&bytes));
         }
+    }
+
+    #[test]
+    fn a_hunk_names_the_method_it_is_in_by_the_attributes_file_in_a_scratch_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = &tmp.path().join("repo");
+        std::fs::create_dir(d).unwrap();
+        git_ok(d, &["init", "-q", "-b", "main"]);
+        // A method of 30 lines whose last line changes: its hunk starts inside it.
+        let body = |n: usize| {
+            let lines: String =
+                (0..30).map(|i| format!("        let x{i} = {};\n", i * n / 29)).collect();
+            format!("struct Args;\n\nimpl Args {{\n    fn parse(&self) {{\n{lines}    }}\n}}\n")
+        };
+        for n in 1..3 {
+            std::fs::write(d.join("args.rs"), body(n)).unwrap();
+            git_ok(d, &["add", "-A"]);
+            git_ok(d, &["commit", "-q", "-m", &format!("commit {n}")]);
+        }
+        // Scratch directories no process holds (as a killed one's, or one left behind).
+        let scratch_dirs = || {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .filter(|e| {
+                    let e = e.as_ref().unwrap();
+                    e.file_name().to_string_lossy().starts_with("hubdex-scratch-")
+                        && std::fs::File::open(e.path().join(".lock"))
+                            .is_ok_and(|f| f.try_lock().is_ok())
+                })
+                .count()
+        };
+        let left_before = scratch_dirs();
+        let head = rev_list(d).unwrap();
+        let mut symbols = Vec::new();
+        log_patches(d, head.iter().take(1), 1, |c| {
+            symbols = c.diff.symbols.clone();
+            true
+        })
+        .unwrap();
+        // Without the rust driver git would name the last unindented line, `impl Args {`.
+        assert_eq!(symbols, ["parse"]);
+        assert_eq!(scratch_dirs(), left_before, "the attributes' scratch directory is removed");
     }
 
     #[test]

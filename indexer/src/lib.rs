@@ -18,6 +18,7 @@ mod local;
 mod markdown;
 mod progress;
 mod refs;
+mod scratch;
 mod spans;
 mod spill;
 mod stages;

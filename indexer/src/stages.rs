@@ -25,6 +25,7 @@ use crate::build::{
 };
 use crate::git;
 use crate::github::Cursor;
+use crate::scratch::Scratch;
 
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +119,7 @@ async fn crawl_planned(
     shard: Shard,
     model: &ModelIdentity,
 ) -> anyhow::Result<CrawlReport> {
-    let work = tempfile::tempdir()?;
+    let work = Scratch::for_build()?;
     let mut report = BuildReport::default();
     let mut out = CrawlReport::default();
     let queue = plan.store.pending().await?;
@@ -266,7 +267,7 @@ pub async fn embed_with(
     let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let model = embedder.identity().clone();
     let mp = MultiProgress::new();
-    let work = tempfile::tempdir()?;
+    let work = Scratch::for_build()?;
     let mut report = BuildReport::default();
     for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
         same_model(&staged, &model)?;
@@ -342,7 +343,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let store = hubdex_formats::Store::open(&opts.store)?;
     let prev = store.current_manifest().await.context("reading the current snapshot")?;
     let staged = staged_repos(&store, run).await?;
-    let check = tempfile::tempdir()?;
+    let check = Scratch::for_build()?;
     let mut segments: Vec<ManifestSegment> = Vec::new();
     let mut model = None;
     let mut report = BuildReport { repos: staged.len(), ..BuildReport::default() };
@@ -395,6 +396,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
         allow_unsafe_latest: opts.allow_unsafe_latest,
         started,
         cache: &opts.cache,
+        work: check.path(),
         merges: opts.memory_budget.merges(),
     };
     publish_segments(publication, &mut report).await?;

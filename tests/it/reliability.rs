@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -173,6 +173,123 @@ fn s01_an_indexer_killed_mid_publish_leaves_the_previous_snapshot_serving() {
         assert_eq!(st.refresh().await, now);
         assert!(store_h.latest_manifest().await.is_ok());
     });
+}
+
+/// `hubdex-bench build` (the hash embedder) of `source` into `store` under a 6 MiB budget (a
+/// few hundred commits are several build segments), with `$TMPDIR` at `tmp` and `envs`.
+fn bench_build_in(source: &Path, store: &Path, tmp: &Path, envs: &[(&str, &str)]) -> Output {
+    Command::new(bin("hubdex-bench"))
+        .arg("build")
+        .arg("--source")
+        .arg(source)
+        .arg("--store")
+        .arg(store)
+        .args(["--budget", "6MiB"])
+        .env("TMPDIR", tmp)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir`, as paths relative to it.
+fn files_under(dir: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &e.path(), out);
+            } else {
+                out.insert(e.path().strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn s01_a_build_killed_as_it_streams_publishes_nothing_and_the_next_clears_what_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("history");
+    hubdex_tests::synthetic_history(&repo, 300, 11).unwrap();
+    let (store, tmp) = (dir.path().join("store"), dir.path().join("tmp"));
+    std::fs::create_dir(&tmp).unwrap();
+    let store_s = store.to_str().unwrap();
+    let build = |envs: &[(&str, &str)]| bench_build_in(&repo, &store, &tmp, envs);
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = build(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = latest_of(store_s).unwrap();
+    assert!(names_in(&tmp).is_empty(), "a build removes its scratch: {:?}", names_in(&tmp));
+    let published = files_under(&store);
+
+    // Killed with a build segment of the new history uploaded and the next one written to its
+    // scratch directory: the history is still being read, git still running.
+    hubdex_tests::add_commit(&repo, "Never published", "notes/a.dat").unwrap();
+    let out = build(&[("HUBDEX_FAILPOINT", "second-build-segment-written")]);
+    assert!(stderr(&out).contains("failpoint second-build-segment-written"), "{}", stderr(&out));
+    assert!(!out.status.success());
+    assert_eq!(latest_of(store_s).unwrap(), first);
+    let store_h = Store::open(store_s).unwrap();
+    assert_eq!(runtime().block_on(store_h.snapshots()).unwrap(), vec![first.clone()]);
+    let orphans: Vec<String> = files_under(&store).difference(&published).cloned().collect();
+    assert!(!orphans.is_empty(), "the uploaded build segment is in the store, unpublished");
+    assert!(orphans.iter().all(|f| f.starts_with("segments/")), "{orphans:?}");
+    let left = names_in(&tmp);
+    assert_eq!(left.len(), 1, "the killed build's scratch is left: {left:?}");
+    let written = files_under(&tmp.join(&left[0]));
+    assert!(written.iter().any(|f| f.ends_with("rows.parquet")), "{written:?}");
+
+    // Killed in the publish, a serving unit written to its scratch directory: the first
+    // killed build's scratch is removed as this one starts.
+    let out = build(&[("HUBDEX_FAILPOINT", "merged-segment-written")]);
+    assert!(stderr(&out).contains("failpoint merged-segment-written"), "{}", stderr(&out));
+    assert_eq!(latest_of(store_s).unwrap(), first);
+    let now = names_in(&tmp);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, left);
+    let written = files_under(&tmp.join(&now[0]));
+    assert!(written.iter().any(|f| f.starts_with("merged-")), "{written:?}");
+
+    // The next build publishes, and leaves nothing of its own or of the killed ones.
+    let out = build(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_ne!(latest_of(store_s).unwrap(), first);
+    assert!(names_in(&tmp).is_empty(), "{:?}", names_in(&tmp));
+    // Past the grace period gc finds nothing to collect: the build segment the killed build
+    // uploaded is the new snapshot's (found again by its input, not written twice), and every
+    // file in the store is a snapshot's.
+    let later = chrono::Utc::now() + chrono::Duration::hours(2);
+    let report = runtime()
+        .block_on(hubdex_indexer::gc(&store_h, 10, chrono::Duration::hours(1), later))
+        .unwrap();
+    assert!(report.deleted_segments.is_empty(), "{report:?}");
+    let named: BTreeSet<String> = runtime().block_on(async {
+        let mut named = BTreeSet::new();
+        for id in store_h.snapshots().await.unwrap() {
+            let (m, _) = store_h.unverified_manifest(&id).await.unwrap();
+            named.extend(m.segments.iter().chain(&m.merged).map(|s| s.id.clone()));
+        }
+        named
+    });
+    for f in &orphans {
+        let id = f.strip_prefix("segments/").and_then(|r| r.split('/').next()).unwrap();
+        assert!(named.contains(id), "the killed build's {id} is taken up by the next");
+    }
+    for f in files_under(&store) {
+        let seg = f.strip_prefix("segments/").and_then(|r| r.split('/').next());
+        assert!(seg.is_none_or(|id| named.contains(id)), "{f} is no snapshot's");
+    }
 }
 
 /// A manifest of the golden v2 store, and that store opened from a fresh copy.
