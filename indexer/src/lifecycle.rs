@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
-use hubdex_formats::{Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, Store, StoreError, segment_of_key};
+use hubdex_formats::{
+    Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, STAGING_DIR, Store, StoreError, segment_of_key,
+};
 
 use crate::build::{BuildOptions, BuildReport, build};
 
@@ -64,6 +66,11 @@ pub struct GcReport {
     pub deleted_segments: Vec<String>,
     /// Unreferenced segments left because they are younger than the grace period.
     pub young_segments: Vec<String>,
+    /// Staged runs deleted: a sharded build's `staging/<run>/` that no write has touched
+    /// for the grace period (its publish, which deletes it, never came: a job failed).
+    pub deleted_staged_runs: Vec<String>,
+    /// Staged runs left because they were written to within the grace period.
+    pub young_staged_runs: Vec<String>,
 }
 
 /// Parses a duration like `24h`, `30m`, `7d`, `90s`.
@@ -83,7 +90,10 @@ pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
 
 /// Deletes snapshots beyond the newest `keep` (never the current one or a pinned one), then
 /// every object under `segments/` that no remaining snapshot references and that is older
-/// than `grace` (a build in progress uploads segments before its manifest exists).
+/// than `grace` (a build in progress uploads segments before its manifest exists), then every
+/// staged run (`staging/<run>/`) whose newest object is older than `grace`: its publish
+/// deletes it, so one left is a run whose crawl or embed job failed or was cancelled (and whose
+/// staged segments, unreferenced, are deleted as above after the same period).
 pub async fn gc(
     store: &Store,
     keep: usize,
@@ -140,6 +150,24 @@ pub async fn gc(
             store.delete(&key).await?;
         }
         report.deleted_segments.push(id);
+    }
+    let mut by_run: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
+    for (key, at) in store.list_with_times(STAGING_DIR).await? {
+        let run = key.strip_prefix(STAGING_DIR).and_then(|k| k.strip_prefix('/'));
+        if let Some((run, _)) = run.and_then(|k| k.split_once('/')) {
+            by_run.entry(run.to_string()).or_default().push((key, at));
+        }
+    }
+    for (run, objects) in by_run {
+        let newest_object = objects.iter().map(|(_, at)| *at).max().unwrap_or(now);
+        if now - newest_object < grace {
+            report.young_staged_runs.push(run);
+            continue;
+        }
+        for (key, _) in objects {
+            store.delete(&key).await?;
+        }
+        report.deleted_staged_runs.push(run);
     }
     Ok(report)
 }

@@ -268,11 +268,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = Store::open(&store.unwrap_or_else(default_store))?;
             let r = gc(&store, keep, parse_duration(&grace)?, chrono::Utc::now()).await?;
             eprintln!(
-                "kept {} snapshots; deleted {} snapshots and {} segments; {} unreferenced segments are younger than {grace}",
+                "kept {} snapshots; deleted {} snapshots, {} segments and {} staged runs; {} unreferenced segments and {} staged runs are younger than {grace}",
                 r.kept_snapshots.len(),
                 r.deleted_snapshots.len(),
                 r.deleted_segments.len(),
-                r.young_segments.len()
+                r.deleted_staged_runs.len(),
+                r.young_segments.len(),
+                r.young_staged_runs.len()
             );
         }
     }

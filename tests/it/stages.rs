@@ -167,5 +167,19 @@ fn publish_refuses_a_staged_segment_that_fails_verification() {
             first.snapshot,
             "LATEST did not move"
         );
+        // The run never published: its staged records stay until gc finds them older than
+        // the grace period, then go with the segment only they named.
+        let grace = chrono::Duration::hours(1);
+        let young = hubdex_indexer::gc(&s, 5, grace, chrono::Utc::now()).await.unwrap();
+        assert_eq!(young.young_staged_runs, ["run-2"], "{young:?}");
+        assert!(young.deleted_staged_runs.is_empty() && young.deleted_segments.is_empty());
+        assert!(!s.list("staging/run-2").await.unwrap().is_empty());
+        let later = chrono::Utc::now() + chrono::Duration::hours(2);
+        let old = hubdex_indexer::gc(&s, 5, grace, later).await.unwrap();
+        assert_eq!(old.deleted_staged_runs, ["run-2"], "{old:?}");
+        assert!(old.deleted_segments.contains(&entry.id), "{old:?}");
+        assert!(s.list("staging").await.unwrap().is_empty());
+        assert_eq!(s.latest().await.unwrap().unwrap().snapshot, first.snapshot);
+        assert!(s.verified_latest().await.is_ok(), "the snapshot keeps every file it names");
     });
 }
