@@ -71,6 +71,9 @@ pub fn clone_or_fetch(url: &str, dir: &Path, token: Option<&str>) -> Result<Path
         if let Some(parent) = dir.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
+        // What a clone killed before it wrote HEAD left (the directory is the indexer's, not
+        // the user's): git clones only into an empty directory.
+        let _ = std::fs::remove_dir_all(dir);
         cmd.args(["clone", "--quiet", "--bare", url]).arg(dir);
         "clone"
     };
@@ -161,5 +164,11 @@ mod tests {
         let listed = |dir: &Path| git(dir, &["rev-list", "--all", "--date-order"]);
         assert_eq!(listed(&clone), listed(&source));
         assert_eq!(listed(&clone).lines().count(), 3);
+        // A clone killed before it wrote HEAD left files: the next clones again.
+        let killed = tmp.path().join("killed.git");
+        std::fs::create_dir_all(killed.join("objects/pack")).unwrap();
+        std::fs::write(killed.join("objects/pack/tmp_pack_x"), b"half a pack").unwrap();
+        clone_or_fetch(url, &killed, None).unwrap();
+        assert_eq!(listed(&killed), listed(&source));
     }
 }
