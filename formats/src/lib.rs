@@ -102,7 +102,7 @@ pub use staging::{
 pub use store::{
     DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,
     Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, default_store, failpoint,
-    install_tls_provider, manifest_key, segment_key, segment_of_key,
+    install_tls_provider, manifest_key, name_under, segment_key,
 };
 pub use vectors::{
     SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,

@@ -65,9 +65,10 @@ pub fn segment_key(segment: &str, path: &str) -> String {
     format!("{SEGMENTS_DIR}/{segment}/{path}")
 }
 
-/// The segment id a `segments/<id>/…` key belongs to.
-pub fn segment_of_key(key: &str) -> Option<&str> {
-    key.strip_prefix(SEGMENTS_DIR)?.strip_prefix('/')?.split('/').next()
+/// The name a `<dir>/<name>/…` key belongs to: a segment's id under `segments/`, a staged
+/// run's under `staging/`.
+pub fn name_under<'a>(dir: &str, key: &'a str) -> Option<&'a str> {
+    key.strip_prefix(dir)?.strip_prefix('/')?.split('/').next()
 }
 
 fn pin_key(id: &str) -> String {
@@ -1093,9 +1094,9 @@ mod tests {
         );
         let key = segment_key("acme-widgets-0123", "text/meta.json");
         assert_eq!(key, "segments/acme-widgets-0123/text/meta.json");
-        assert_eq!(segment_of_key(&key), Some("acme-widgets-0123"));
-        assert_eq!(segment_of_key("snapshots/x/manifest.json"), None);
-        assert_eq!(segment_of_key("segmentsx/y"), None);
+        assert_eq!(name_under(SEGMENTS_DIR, &key), Some("acme-widgets-0123"));
+        assert_eq!(name_under(SEGMENTS_DIR, "snapshots/x/manifest.json"), None);
+        assert_eq!(name_under(SEGMENTS_DIR, "segmentsx/y"), None);
     }
 
     #[tokio::test]

@@ -1377,9 +1377,8 @@ pub(crate) mod tests {
                 .unwrap()
                 .filter(|e| {
                     let e = e.as_ref().unwrap();
-                    e.file_name().to_string_lossy().starts_with("hubdex-scratch-")
-                        && std::fs::File::open(e.path().join(".lock"))
-                            .is_ok_and(|f| f.try_lock().is_ok())
+                    e.file_name().to_string_lossy().starts_with(crate::scratch::PREFIX)
+                        && crate::scratch::abandoned_lock(&e.path()).is_some()
                 })
                 .count()
         };

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
 use hubdex_formats::{
-    Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, STAGING_DIR, Store, StoreError, segment_of_key,
+    Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, STAGING_DIR, Store, StoreError, name_under,
 };
 
 use crate::build::{BuildOptions, BuildReport, build};
@@ -128,18 +128,11 @@ pub async fn gc(
             report.deleted_snapshots.push(id.clone());
         }
     }
-    let mut by_segment: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
-    for (key, at) in store.list_with_times(SEGMENTS_DIR).await? {
-        if let Some(id) = segment_of_key(&key) {
-            by_segment.entry(id.to_string()).or_default().push((key, at));
-        }
-    }
-    for (id, objects) in by_segment {
+    for (id, objects) in objects_by_name(store, SEGMENTS_DIR).await? {
         if referenced.contains(&id) {
             continue;
         }
-        let newest_object = objects.iter().map(|(_, at)| *at).max().unwrap_or(now);
-        if now - newest_object < grace {
+        if written_within(&objects, now, grace) {
             report.young_segments.push(id);
             continue;
         }
@@ -151,16 +144,8 @@ pub async fn gc(
         }
         report.deleted_segments.push(id);
     }
-    let mut by_run: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
-    for (key, at) in store.list_with_times(STAGING_DIR).await? {
-        let run = key.strip_prefix(STAGING_DIR).and_then(|k| k.strip_prefix('/'));
-        if let Some((run, _)) = run.and_then(|k| k.split_once('/')) {
-            by_run.entry(run.to_string()).or_default().push((key, at));
-        }
-    }
-    for (run, objects) in by_run {
-        let newest_object = objects.iter().map(|(_, at)| *at).max().unwrap_or(now);
-        if now - newest_object < grace {
+    for (run, objects) in objects_by_name(store, STAGING_DIR).await? {
+        if written_within(&objects, now, grace) {
             report.young_staged_runs.push(run);
             continue;
         }
@@ -170,6 +155,31 @@ pub async fn gc(
         report.deleted_staged_runs.push(run);
     }
     Ok(report)
+}
+
+/// The objects under `dir` (keys `dir/<name>/…`) with their times, by name: a segment's id, a
+/// staged run.
+async fn objects_by_name(
+    store: &Store,
+    dir: &str,
+) -> Result<BTreeMap<String, Vec<(String, DateTime<Utc>)>>, StoreError> {
+    let mut by_name: BTreeMap<String, Vec<(String, DateTime<Utc>)>> = BTreeMap::new();
+    for (key, at) in store.list_with_times(dir).await? {
+        if let Some(name) = name_under(dir, &key) {
+            by_name.entry(name.to_string()).or_default().push((key, at));
+        }
+    }
+    Ok(by_name)
+}
+
+/// Whether the newest of `objects` was written less than `grace` before `now`.
+fn written_within(
+    objects: &[(String, DateTime<Utc>)],
+    now: DateTime<Utc>,
+    grace: Duration,
+) -> bool {
+    let newest = objects.iter().map(|(_, at)| *at).max().unwrap_or(now);
+    now - newest < grace
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// A claimed scratch directory's name starts with this.
-const PREFIX: &str = "hubdex-scratch-";
+pub(crate) const PREFIX: &str = "hubdex-scratch-";
 /// A scratch directory being made (not yet locked) is named so: [`clear_abandoned`] leaves it
 /// alone until it is an hour old.
 const CLAIMING: &str = ".hubdex-claiming-";
@@ -87,9 +87,11 @@ pub(crate) fn clear_abandoned(parent: &Path, own: &Scratch) -> usize {
         if !meta.is_dir() || path == own.path() || owner_of(&path) != owner {
             continue;
         }
+        // Held while the directory is removed, so no other build removes it at once.
+        let mut _lock = None;
         let abandoned = if name.starts_with(PREFIX) {
-            // Held while the directory is removed, so no other build removes it at once.
-            File::open(path.join(LOCK)).is_ok_and(|lock| lock.try_lock().is_ok())
+            _lock = abandoned_lock(&path);
+            _lock.is_some()
         } else if name.starts_with(CLAIMING) {
             meta.modified()
                 .ok()
@@ -103,6 +105,12 @@ pub(crate) fn clear_abandoned(parent: &Path, own: &Scratch) -> usize {
         }
     }
     removed
+}
+
+/// The lock of the scratch directory `dir`, taken, when no process held it: its build was
+/// killed (the system releases a lock however its process ends).
+pub(crate) fn abandoned_lock(dir: &Path) -> Option<File> {
+    File::open(dir.join(LOCK)).ok().filter(|lock| lock.try_lock().is_ok())
 }
 
 /// The user owning `path`, where the system says (None for both elsewhere: then every
