@@ -37,9 +37,17 @@ pub fn failpoint(name: &str) {
 /// The store both binaries use when `--store` and `$HUBDEX_STORE` say nothing.
 pub const DEFAULT_STORE: &str = "./.hubdex/store";
 
-/// `$HUBDEX_STORE`, else [`DEFAULT_STORE`].
+/// `$HUBDEX_STORE`, else [`DEFAULT_STORE`]. An empty `$HUBDEX_STORE` counts as unset.
 pub fn default_store() -> String {
-    std::env::var("HUBDEX_STORE").unwrap_or_else(|_| DEFAULT_STORE.to_string())
+    given(std::env::var("HUBDEX_STORE").ok()).unwrap_or_else(|| DEFAULT_STORE.to_string())
+}
+
+/// A command-line value, or nothing when it is empty. clap passes an environment variable
+/// that is set but empty as an empty value; a GitHub Actions workflow gives one for every
+/// repository variable that is not defined (`${{ vars.HUBDEX_STORE }}`), which must leave
+/// the default (hubdex.toml's store, say) in force rather than name a store called "".
+pub fn given(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
 }
 
 /// The object LATEST lives at.

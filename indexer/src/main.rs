@@ -44,7 +44,7 @@ struct Common {
     /// 7 GB runner): a repository whose rows do not fit a sixteenth of it is written as
     /// several build segments, cut as its history is read and written one at a time.
     #[arg(long, env = "HUBDEX_MEMORY_BUDGET")]
-    memory_budget: Option<MemoryBudget>,
+    memory_budget: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -109,32 +109,52 @@ enum Command {
         /// Snapshots to keep, newest first (the current and pinned ones are always kept).
         #[arg(long)]
         keep: usize,
-        /// Leave unreferenced segments younger than this (a build may be uploading them).
+        /// Leave unreferenced segments and staged runs younger than this (a build may be
+        /// uploading them).
         #[arg(long, default_value = "24h")]
         grace: String,
+        /// Store URL or directory (file://, memory://, s3://, gs://, az://).
         #[arg(long, env = "HUBDEX_STORE")]
         store: Option<String>,
+        /// hubdex.toml, for its store when neither --store nor $HUBDEX_STORE names one.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
-fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {
-    let config = match &common.config {
+/// hubdex.toml, or an empty one when none is given.
+fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(match path {
         Some(path) => Config::load(path)?,
         None => Config::default(),
-    };
+    })
+}
+
+/// `--store` (or `$HUBDEX_STORE`), else the config's, else `./.hubdex/store`. Empty values
+/// count as unset (an undefined workflow variable is an empty one).
+fn store_url(given: Option<String>, config: &Config) -> String {
+    hubdex_formats::given(given)
+        .or_else(|| hubdex_formats::given(config.store.clone()))
+        .unwrap_or_else(default_store)
+}
+
+fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {
+    let config = load_config(common.config.as_deref())?;
     let model = common.model.or(config.model.clone()).unwrap_or_else(default_model);
     let model_dir =
         hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
     sources.extend(config.repos.iter().map(|r| PathBuf::from(&r.name)));
-    let store = common.store.or(config.store.clone()).unwrap_or_else(default_store);
+    let store = store_url(common.store, &config);
     let mut opts = BuildOptions::new(&store, model_dir, sources);
     opts.device = common.device.parse::<Device>().map_err(anyhow::Error::msg)?;
     opts.allow_unsafe_latest = common.allow_unsafe_latest;
     opts.rules = config.rules()?;
-    if let Some(budget) = common.memory_budget {
-        opts.memory_budget = budget;
+    if let Some(budget) = hubdex_formats::given(common.memory_budget) {
+        opts.memory_budget = budget
+            .parse::<MemoryBudget>()
+            .map_err(|e| anyhow::anyhow!("--memory-budget (or $HUBDEX_MEMORY_BUDGET): {e}"))?;
     }
-    if let Some(api) = common.github_api.or(config.github_api.clone()) {
+    if let Some(api) = hubdex_formats::given(common.github_api).or(config.github_api.clone()) {
         opts.github_api = api;
     }
     Ok(opts)
@@ -264,8 +284,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
-        Command::Gc { keep, grace, store } => {
-            let store = Store::open(&store.unwrap_or_else(default_store))?;
+        Command::Gc { keep, grace, store, config } => {
+            let config = load_config(config.as_deref())?;
+            let store = Store::open(&store_url(store, &config))?;
             let r = gc(&store, keep, parse_duration(&grace)?, chrono::Utc::now()).await?;
             eprintln!(
                 "kept {} snapshots; deleted {} snapshots, {} segments and {} staged runs; {} unreferenced segments and {} staged runs are younger than {grace}",

@@ -327,7 +327,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Health { url, timeout } => return health(url, *timeout).await,
         _ => {}
     }
-    let store_url = cli.store.clone().unwrap_or_else(default_store);
+    // An empty $HUBDEX_STORE counts as unset, as in hubdex-index.
+    let store_url = hubdex_formats::given(cli.store.clone()).unwrap_or_else(default_store);
     // A store that does not exist is an error here: the server never creates one.
     if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
         anyhow::bail!(
