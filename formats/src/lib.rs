@@ -29,6 +29,7 @@
 //! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
 //! ```
 
+mod cli;
 mod config_file;
 mod edges;
 mod embed;
@@ -53,6 +54,7 @@ mod store;
 mod text;
 mod vectors;
 
+pub use cli::parse_args;
 pub use config_file::{ConfigFileError, read_config_file};
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
@@ -71,7 +73,7 @@ pub use malloc::{
 };
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,
-    ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, snapshot_id,
+    ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers, snapshot_id,
 };
 pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,

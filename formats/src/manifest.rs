@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use integer_encoding::VarInt as _;
 use serde::{Deserialize, Serialize};
 
 use crate::error::FormatError;
@@ -166,12 +167,91 @@ pub struct HistorySpan {
     pub bytes: u64,
     /// The pull request and issue numbers its commits' messages name: the crawl's threads of
     /// these numbers are part of what its commit rows are made from.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub threads: Vec<i64>,
+    #[serde(default, skip_serializing_if = "ThreadNumbers::is_empty")]
+    pub threads: ThreadNumbers,
     /// sha256 of what its rows are made from, apart from the diffs (which a commit's SHA
     /// fixes): the indexer's row version and git's, the repository, its rules and the cut's
     /// share, each commit's SHA and what a merge lists, its edges, and those threads.
     pub key: String,
+}
+
+/// The thread numbers of a [`HistorySpan`]: sorted, distinct, and held as the gaps between
+/// them, each a LEB128 varint (a byte for a gap under 128). A history whose every commit names
+/// its pull request and closes an issue names two numbers a commit; as a `Vec<i64>` they took
+/// 16 MB of a million commits' manifest entries, held through the whole build and cloned again
+/// while the publish planned its merges (docs/performance.md, "The thread numbers of a
+/// history's segments"). In JSON they are the list of numbers, as before.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ThreadNumbers {
+    gaps: Box<[u8]>,
+    len: usize,
+}
+
+impl ThreadNumbers {
+    /// How many numbers it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no number.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The numbers, in order.
+    pub fn iter(&self) -> impl Iterator<Item = i64> + '_ {
+        let mut at = 0;
+        let mut last = 0i64;
+        std::iter::from_fn(move || {
+            let (gap, read) = u64::decode_var(self.gaps.get(at..)?)?;
+            at += read;
+            // Wrapping both ways: the first gap is the first number itself, negative or not.
+            last = last.wrapping_add(gap as i64);
+            Some(last)
+        })
+    }
+
+    /// The numbers, in order, as a list.
+    pub fn to_vec(&self) -> Vec<i64> {
+        self.iter().collect()
+    }
+}
+
+impl FromIterator<i64> for ThreadNumbers {
+    /// The numbers sorted, without repeats.
+    fn from_iter<I: IntoIterator<Item = i64>>(numbers: I) -> ThreadNumbers {
+        let mut numbers: Vec<i64> = numbers.into_iter().collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let mut gaps = Vec::with_capacity(numbers.len());
+        let mut last = 0i64;
+        for &n in &numbers {
+            let gap = n.wrapping_sub(last) as u64;
+            let mut buf = [0u8; 10];
+            let used = gap.encode_var(&mut buf);
+            gaps.extend_from_slice(&buf[..used]);
+            last = n;
+        }
+        ThreadNumbers { gaps: gaps.into_boxed_slice(), len: numbers.len() }
+    }
+}
+
+impl std::fmt::Debug for ThreadNumbers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for ThreadNumbers {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for ThreadNumbers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Vec::<i64>::deserialize(deserializer)?.into_iter().collect())
+    }
 }
 
 /// `snapshots/<id>/manifest.json`.
@@ -406,6 +486,47 @@ pub fn snapshot_id(at: DateTime<Utc>, seed: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn thread_numbers_hold_the_sorted_distinct_numbers_and_write_them_as_a_list(
+            numbers in proptest::collection::vec(proptest::num::i64::ANY, 0..50),
+        ) {
+            let held: ThreadNumbers = numbers.iter().copied().collect();
+            let mut expect = numbers.clone();
+            expect.sort_unstable();
+            expect.dedup();
+            proptest::prop_assert_eq!(held.to_vec(), expect.clone());
+            proptest::prop_assert_eq!(held.len(), expect.len());
+            // The JSON is what a Vec<i64> writes, and reads back as the same numbers.
+            let json = serde_json::to_string(&held).unwrap();
+            proptest::prop_assert_eq!(&json, &serde_json::to_string(&expect).unwrap());
+            let back: ThreadNumbers = serde_json::from_str(&json).unwrap();
+            proptest::prop_assert_eq!(back, held);
+        }
+    }
+
+    #[test]
+    fn thread_numbers_take_a_byte_a_number_when_they_are_close() {
+        let held: ThreadNumbers = (1000..3000).chain(5000..5100).collect();
+        assert_eq!(held.len(), 2100);
+        // 1000 itself takes two bytes, the gap of 2001 two; the rest one each.
+        assert_eq!(held.gaps.len(), 2100 + 2);
+        assert_eq!(format!("{:?}", ThreadNumbers::from_iter([3, 1, 2, 3])), "[1, 2, 3]");
+        let span: HistorySpan = serde_json::from_str(
+            r#"{"first":"a","first_row":0,"last":"b","last_row":1,"ends_commit":true,
+                "commits":2,"bytes":10,"threads":[12,3],"key":"k"}"#,
+        )
+        .unwrap();
+        assert_eq!(span.threads.to_vec(), [3, 12]);
+        let none: HistorySpan = serde_json::from_str(
+            r#"{"first":"a","first_row":0,"last":"b","last_row":1,"ends_commit":true,
+                "commits":2,"bytes":10,"key":"k"}"#,
+        )
+        .unwrap();
+        assert!(none.threads.is_empty());
+        assert!(!serde_json::to_string(&none).unwrap().contains("threads"));
+    }
 
     #[test]
     fn an_unknown_version_is_refused_with_what_to_do() {

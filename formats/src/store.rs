@@ -42,10 +42,10 @@ pub fn default_store() -> String {
     given(std::env::var("HUBDEX_STORE").ok()).unwrap_or_else(|| DEFAULT_STORE.to_string())
 }
 
-/// A command-line value, or nothing when it is empty. clap passes an environment variable
-/// that is set but empty as an empty value; a GitHub Actions workflow gives one for every
-/// repository variable that is not defined (`${{ vars.HUBDEX_STORE }}`), which must leave
-/// the default (hubdex.toml's store, say) in force rather than name a store called "".
+/// A setting, or nothing when it is empty: an environment variable read directly, or a value
+/// of hubdex.toml. A GitHub Actions workflow gives an empty variable for every repository
+/// variable that is not defined (`${{ vars.HUBDEX_STORE }}`), which must leave the default
+/// in force rather than name a store called "" (the command line: [`crate::parse_args`]).
 pub fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
@@ -160,6 +160,11 @@ impl Store {
     /// ignored. For programs that talk to several stores at once (tests, tools).
     pub fn open_with(url: &str, settings: &[(&str, &str)]) -> Result<Store, StoreError> {
         let bad = |detail: String| StoreError::BadUrl { url: url.to_string(), detail };
+        if url.is_empty() {
+            return Err(bad(
+                "it is empty: name a directory or a file://, s3://, gs:// or az:// URL".into(),
+            ));
+        }
         if url == "memory://" || url.starts_with("memory://") {
             return Ok(Store {
                 inner: Arc::new(InMemory::new()),

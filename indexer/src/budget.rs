@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use hubdex_formats::{
-    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, boundary_after,
+    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, ThreadNumbers,
+    boundary_after,
 };
 
 use crate::edges::{CommitEdges, RepoEdges};
@@ -480,10 +481,8 @@ impl<'h> Cutter<'h> {
         {
             let mut edges: Vec<&(usize, Edge)> = f.edges.iter().collect();
             edges.sort_by_key(|(i, _)| *i);
-            let mut threads: Vec<i64> =
+            let threads: ThreadNumbers =
                 f.rows.iter().flat_map(ThreadLinks::numbers_named).collect();
-            threads.sort_unstable();
-            threads.dedup();
             f.history =
                 Some(spans.span(first, last, f.bytes, edges.into_iter().map(|(_, e)| e), threads));
         }

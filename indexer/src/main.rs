@@ -130,12 +130,11 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
     })
 }
 
-/// `--store` (or `$HUBDEX_STORE`), else the config's, else `./.hubdex/store`. Empty values
-/// count as unset (an undefined workflow variable is an empty one).
+/// `--store` (or `$HUBDEX_STORE`), else the config's, else `./.hubdex/store`. An empty
+/// variable counts as unset (an undefined workflow variable is an empty one; `parse_args`),
+/// and so does an empty `store` in hubdex.toml.
 fn store_url(given: Option<String>, config: &Config) -> String {
-    hubdex_formats::given(given)
-        .or_else(|| hubdex_formats::given(config.store.clone()))
-        .unwrap_or_else(default_store)
+    given.or_else(|| hubdex_formats::given(config.store.clone())).unwrap_or_else(default_store)
 }
 
 fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {
@@ -149,12 +148,12 @@ fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOpt
     opts.device = common.device.parse::<Device>().map_err(anyhow::Error::msg)?;
     opts.allow_unsafe_latest = common.allow_unsafe_latest;
     opts.rules = config.rules()?;
-    if let Some(budget) = hubdex_formats::given(common.memory_budget) {
+    if let Some(budget) = common.memory_budget {
         opts.memory_budget = budget
             .parse::<MemoryBudget>()
             .map_err(|e| anyhow::anyhow!("--memory-budget (or $HUBDEX_MEMORY_BUDGET): {e}"))?;
     }
-    if let Some(api) = hubdex_formats::given(common.github_api).or(config.github_api.clone()) {
+    if let Some(api) = common.github_api.or(config.github_api.clone()) {
         opts.github_api = api;
     }
     Ok(opts)
@@ -318,7 +317,7 @@ fn main() -> ExitCode {
     // back to the system, and two arenas keep what the merges free from piling up
     // (docs/performance.md).
     hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
-    let cli = Cli::parse();
+    let cli: Cli = hubdex_formats::parse_args();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -22,7 +22,7 @@
 //! segment as it is and asks git only for the commits after it. So a one-commit delta on a long
 //! history reads the diffs of the last build segment, not of every commit.
 
-use hubdex_formats::{Edge, HistorySpan, RowType, sha256_hex};
+use hubdex_formats::{Edge, HistorySpan, RowType, ThreadNumbers, sha256_hex};
 
 use crate::history::{CommitNo, Sha};
 use crate::local::CommitRows;
@@ -102,7 +102,7 @@ impl<'a> SpanKeys<'a> {
         last: RowAt,
         bytes: u64,
         edges: impl Iterator<Item = &'e Edge>,
-        threads: Vec<i64>,
+        threads: ThreadNumbers,
     ) -> HistorySpan {
         let key = self.key(first, last, edges, &threads);
         HistorySpan {
@@ -124,7 +124,7 @@ impl<'a> SpanKeys<'a> {
         first: RowAt,
         last: RowAt,
         edges: impl Iterator<Item = &'e Edge>,
-        threads: &[i64],
+        threads: &ThreadNumbers,
     ) -> String {
         let mut text = self.salt.clone();
         text.push_str(&format!(
@@ -143,7 +143,7 @@ impl<'a> SpanKeys<'a> {
             text.push('\n');
         }
         text.push_str(&format!("threads {threads:?}\n"));
-        text.push_str(&self.commits.links().text_of(threads));
+        text.push_str(&self.commits.links().text_of(&threads.to_vec()));
         sha256_hex(text.as_bytes())
     }
 }

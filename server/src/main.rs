@@ -327,10 +327,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Health { url, timeout } => return health(url, *timeout).await,
         _ => {}
     }
-    // An empty $HUBDEX_STORE counts as unset, as in hubdex-index.
-    let store_url = hubdex_formats::given(cli.store.clone()).unwrap_or_else(default_store);
-    // A store that does not exist is an error here: the server never creates one.
-    if !store_url.contains("://") && !std::path::Path::new(&store_url).is_dir() {
+    let store_url = cli.store.clone().unwrap_or_else(default_store);
+    // A store that does not exist is an error here: the server never creates one. (An empty
+    // name is no directory: opening it says so.)
+    if !store_url.is_empty()
+        && !store_url.contains("://")
+        && !std::path::Path::new(&store_url).is_dir()
+    {
         anyhow::bail!(
             "store {store_url} does not exist: build one with `hubdex-index build --store {store_url}`"
         );
@@ -537,7 +540,7 @@ fn main() -> ExitCode {
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system (docs/performance.md).
     hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Default);
-    let cli = Cli::parse();
+    let cli: Cli = hubdex_formats::parse_args();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -395,6 +395,38 @@ fn the_query_command_rejects_bad_arguments_without_a_panic() {
 }
 
 #[test]
+fn an_empty_environment_variable_counts_as_unset_and_an_empty_argument_does_not() {
+    // A workflow passes an empty string for every repository variable it does not define.
+    let f = fixture();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out =
+            Command::new(hubdex_tests::bin("hubdex")).args(args).envs(env.iter().copied()).output();
+        let out = out.unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let store = f.store.to_str().unwrap();
+    let empty = [
+        ("HUBDEX_RERANK_MODEL", ""),
+        ("HUBDEX_EMBED_SESSIONS", ""),
+        ("HUBDEX_GITHUB_API", ""),
+        ("HUBDEX_TOKENS_FILE", ""),
+    ];
+    let (code, stderr) = run(
+        &["query", "exponential backoff", "--top-k", "1"],
+        &[&empty[..], &[("HUBDEX_STORE", store)]].concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Unset, a required option is missing (not a tokens file called "").
+    let (code, stderr) = run(&["token", "list"], &empty);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--tokens-file"), "{stderr}");
+    // Given on the command line, an empty value is still one, and an error.
+    let (code, stderr) = run(&["--store", "", "query", "x"], &[("HUBDEX_STORE", store)]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(r#"store URL "" is not valid"#), "{stderr}");
+}
+
+#[test]
 fn query_json_prints_the_search_tools_object() {
     let f = fixture();
     let (code, stdout, stderr) = hubdex(&[
