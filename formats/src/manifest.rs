@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use integer_encoding::VarInt as _;
 use serde::{Deserialize, Serialize};
@@ -167,7 +168,14 @@ pub struct HistorySpan {
     pub bytes: u64,
     /// The pull request and issue numbers its commits' messages name: the crawl's threads of
     /// these numbers are part of what its commit rows are made from.
-    #[serde(default, skip_serializing_if = "ThreadNumbers::is_empty")]
+    /// Written as `thread_gaps` (see [`ThreadNumbers`]); a manifest written before holds the
+    /// list `threads`, read as well.
+    #[serde(
+        rename = "thread_gaps",
+        alias = "threads",
+        default,
+        skip_serializing_if = "ThreadNumbers::is_empty"
+    )]
     pub threads: ThreadNumbers,
     /// sha256 of what its rows are made from, apart from the diffs (which a commit's SHA
     /// fixes): the indexer's row version and git's, the repository, its rules and the cut's
@@ -179,8 +187,10 @@ pub struct HistorySpan {
 /// them, each a LEB128 varint (a byte for a gap under 128). A history whose every commit names
 /// its pull request and closes an issue names two numbers a commit; as a `Vec<i64>` they took
 /// 16 MB of a million commits' manifest entries, held through the whole build and cloned again
-/// while the publish planned its merges (docs/performance.md, "The thread numbers of a
-/// history's segments"). In JSON they are the list of numbers, as before.
+/// while the publish planned its merges, and as a JSON list they made the manifest of a 400k-
+/// commit history 14 MB (docs/performance.md, "The thread numbers of a history's segments").
+/// In JSON it is those bytes in base64 (standard alphabet, padded); a list of numbers (what
+/// manifests held before) reads as well.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ThreadNumbers {
     gaps: Box<[u8]>,
@@ -244,13 +254,57 @@ impl std::fmt::Debug for ThreadNumbers {
 
 impl Serialize for ThreadNumbers {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
+        serializer.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.gaps))
     }
 }
 
 impl<'de> Deserialize<'de> for ThreadNumbers {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(Vec::<i64>::deserialize(deserializer)?.into_iter().collect())
+        deserializer.deserialize_any(ThreadNumbersVisitor)
+    }
+}
+
+/// Reads [`ThreadNumbers`] from its base64 gaps or from a list of numbers.
+struct ThreadNumbersVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ThreadNumbersVisitor {
+    type Value = ThreadNumbers;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("base64 varint gaps between increasing thread numbers, or a list of numbers")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ThreadNumbers, E> {
+        let gaps = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| E::custom(format!("thread_gaps is not base64: {e}")))?;
+        let (mut at, mut last, mut numbers) = (0, 0i64, Vec::new());
+        while at < gaps.len() {
+            let (gap, read) = u64::decode_var(&gaps[at..])
+                .ok_or_else(|| E::custom("thread_gaps ends inside a varint"))?;
+            if !numbers.is_empty() && gap == 0 {
+                return Err(E::custom(format!("thread_gaps: a gap of {gap} after {last}")));
+            }
+            at += read;
+            last = last.wrapping_add(gap as i64);
+            numbers.push(last);
+        }
+        // A gap past i64's range wraps around below the number before.
+        if numbers.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(E::custom("thread_gaps: the numbers do not increase"));
+        }
+        Ok(numbers.into_iter().collect())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> Result<ThreadNumbers, A::Error> {
+        let mut numbers = Vec::new();
+        while let Some(n) = seq.next_element::<i64>()? {
+            numbers.push(n);
+        }
+        Ok(numbers.into_iter().collect())
     }
 }
 
@@ -498,11 +552,13 @@ mod tests {
             expect.dedup();
             proptest::prop_assert_eq!(held.to_vec(), expect.clone());
             proptest::prop_assert_eq!(held.len(), expect.len());
-            // The JSON is what a Vec<i64> writes, and reads back as the same numbers.
+            // Its JSON reads back as the same numbers, and so does the list manifests held.
             let json = serde_json::to_string(&held).unwrap();
-            proptest::prop_assert_eq!(&json, &serde_json::to_string(&expect).unwrap());
             let back: ThreadNumbers = serde_json::from_str(&json).unwrap();
-            proptest::prop_assert_eq!(back, held);
+            proptest::prop_assert_eq!(&back, &held);
+            let list: ThreadNumbers =
+                serde_json::from_str(&serde_json::to_string(&numbers).unwrap()).unwrap();
+            proptest::prop_assert_eq!(list, held);
         }
     }
 
@@ -519,13 +575,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(span.threads.to_vec(), [3, 12]);
+        // Written as the gaps 3 and 9.
+        let json = serde_json::to_value(&span).unwrap();
+        assert_eq!(json["thread_gaps"], "Awk=");
+        assert!(json.get("threads").is_none());
+        let back: HistorySpan = serde_json::from_value(json).unwrap();
+        assert_eq!(back, span);
+        for (bad, why) in
+            [("Aw", "not base64"), ("gA==", "ends inside a varint"), ("AwA=", "a gap of 0 after 3")]
+        {
+            let json = format!(
+                r#"{{"first":"a","first_row":0,"last":"b","last_row":1,"ends_commit":true,
+                    "commits":2,"bytes":10,"thread_gaps":"{bad}","key":"k"}}"#
+            );
+            let err = serde_json::from_str::<HistorySpan>(&json).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
         let none: HistorySpan = serde_json::from_str(
             r#"{"first":"a","first_row":0,"last":"b","last_row":1,"ends_commit":true,
                 "commits":2,"bytes":10,"key":"k"}"#,
         )
         .unwrap();
         assert!(none.threads.is_empty());
-        assert!(!serde_json::to_string(&none).unwrap().contains("threads"));
+        assert!(!serde_json::to_string(&none).unwrap().contains("thread"));
     }
 
     #[test]

@@ -9,14 +9,16 @@ use std::path::{Path, PathBuf};
 
 use hubdex_formats::TextEmbedder;
 use hubdex_formats::{
-    BuildStats, Edge, FORMAT_VERSION, FileText, Manifest, ManifestSegment, Row, Store, read_edges,
-    read_files, read_rows,
+    BuildStats, Edge, FORMAT_VERSION, FileText, Manifest, ManifestSegment, Row, Store,
+    ThreadNumbers, read_edges, read_files, read_rows, sha256_hex,
 };
 use hubdex_indexer::{
     BuildOptions, BuildReport, Config, CrawlReport, MemoryBudget, Shard, build_with, crawl_with,
     embed_with, publish,
 };
-use hubdex_tests::{HashEmbedder, add_commit, add_commit_at, synthetic_history};
+use hubdex_tests::{
+    HashEmbedder, add_commit, add_commit_at, synthetic_history, synthetic_history_with_references,
+};
 use serde_json::{Value, json};
 
 use crate::fixture::{options, runtime, state};
@@ -108,7 +110,11 @@ fn a_repository_over_the_budget_is_several_build_segments_holding_one_builds_row
 /// rows alone (code rows name the HEAD commit, so a commit changes every segment that holds
 /// code: see docs/architecture.md) under [`small_budget`]: (repository, store, options).
 fn history_alone(dir: &Path) -> (PathBuf, PathBuf, BuildOptions) {
-    let repo = history(dir, 400);
+    rows_of_history_alone(dir, history(dir, 400))
+}
+
+/// [`history_alone`] of the repository `repo`.
+fn rows_of_history_alone(dir: &Path, repo: PathBuf) -> (PathBuf, PathBuf, BuildOptions) {
     let toml = dir.join("hubdex.toml");
     std::fs::write(
         &toml,
@@ -152,6 +158,53 @@ fn an_unchanged_rebuild_reuses_every_build_segment_and_a_new_commit_rewrites_one
     assert!(delta.commits_skipped >= 200, "{delta:?}");
     // What the delta published without reading those diffs is what a build from nothing makes.
     assert_same_build_segments(&store, &opts, &dir.path().join("fresh"));
+}
+
+#[test]
+fn thread_numbers_are_written_as_gaps_and_a_store_that_lists_them_is_found_again_by_its_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    // Every commit names its pull request and closes an issue.
+    let repo = dir.path().join("references");
+    synthetic_history_with_references(&repo, 400, 11, true).unwrap();
+    let (_, store, opts) = rows_of_history_alone(dir.path(), repo);
+    build_into(&opts);
+    let before = segment_ids(&store);
+    let named = segments(&store)
+        .into_iter()
+        .filter_map(|(s, ..)| s.history)
+        .filter(|h| h.threads.len() >= 2 * h.commits as usize - 2)
+        .count();
+    assert!(named >= 3, "{named} history spans name their commits' threads");
+
+    // Rewritten as a store written before the gaps holds them: lists, under `threads`.
+    let latest_path = store.join("LATEST");
+    let mut latest: Value = serde_json::from_slice(&std::fs::read(&latest_path).unwrap()).unwrap();
+    let snapshot = latest["snapshot"].as_str().unwrap().to_string();
+    let manifest_path = store.join("snapshots").join(snapshot).join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let mut lists = 0;
+    for seg in manifest["segments"].as_array_mut().unwrap() {
+        let Some(span) = seg.get_mut("history").and_then(Value::as_object_mut) else { continue };
+        assert!(!span.contains_key("threads"), "{span:?}");
+        if let Some(gaps) = span.remove("thread_gaps") {
+            assert!(gaps.is_string(), "{gaps}");
+            let held: ThreadNumbers = serde_json::from_value(gaps).unwrap();
+            span.insert("threads".into(), json!(held.to_vec()));
+            lists += 1;
+        }
+    }
+    assert!(lists >= named, "{lists} spans with thread numbers in manifest.json");
+    let bytes = serde_json::to_vec_pretty(&manifest).unwrap();
+    std::fs::write(&manifest_path, &bytes).unwrap();
+    latest["manifest_sha256"] = json!(sha256_hex(&bytes));
+    std::fs::write(&latest_path, serde_json::to_vec_pretty(&latest).unwrap()).unwrap();
+
+    // Read as lists, the numbers give the same spans: nothing changed, nothing is published.
+    let again = build_into(&opts);
+    assert!(!again.published, "{again:?}");
+    assert_eq!((again.segments_written, again.segments_unchanged), (0, before.len()));
+    assert!(again.commits_skipped >= 200, "{again:?}");
 }
 
 /// Builds `opts`' repository from nothing into `fresh` and checks that its build segments are
