@@ -319,7 +319,13 @@ fn a_filter_that_matches_nothing_is_reported() {
 }
 
 pub(crate) fn hubdex(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(hubdex_tests::bin("hubdex")).args(args).output().unwrap();
+    hubdex_with_env(args, &[])
+}
+
+/// [`hubdex`] with `env` set on top of this process's environment.
+fn hubdex_with_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(hubdex_tests::bin("hubdex"));
+    let out = command.args(args).envs(env.iter().copied()).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),
@@ -399,10 +405,8 @@ fn an_empty_environment_variable_counts_as_unset_and_an_empty_argument_does_not(
     // A workflow passes an empty string for every repository variable it does not define.
     let f = fixture();
     let run = |args: &[&str], env: &[(&str, &str)]| {
-        let out =
-            Command::new(hubdex_tests::bin("hubdex")).args(args).envs(env.iter().copied()).output();
-        let out = out.unwrap();
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+        let (code, _, stderr) = hubdex_with_env(args, env);
+        (code, stderr)
     };
     let store = f.store.to_str().unwrap();
     let empty = [
