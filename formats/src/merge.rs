@@ -36,7 +36,8 @@ pub const MERGE_BELOW_ROWS: u64 = 32_768;
 pub const MERGED_TARGET_ROWS: u64 = 65_536;
 /// No first-tier merged segment holds more rows than this: 1.75 × the target. A unit's merge
 /// holds its vector graph, then its text index's heap, each about 0.8 KiB a row (a 128,691-row
-/// unit: ~105 MiB each, in turn), so this cap sets what a publish holds at its peak whatever the
+/// unit: ~105 MiB each, in turn; in turn the text index is now held under the graph,
+/// [`merge_text_heap`]), so this cap sets what a publish holds at its peak whatever the
 /// history; at 2 × the target (131,072, before) the largest unit of a 400k-commit history put a
 /// build's peak under a 256 MiB budget 11–14% over a 10k-commit one's, and its text index filled
 /// the writer's 96 MiB heap to within a part (a second part costs a merge of the parts). A cap
@@ -80,6 +81,36 @@ pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     match indexes {
         MergeIndexes::SideBySide => text + graph,
         MergeIndexes::InTurn => text.max(graph),
+    }
+}
+
+/// What building a merge's vector graph holds for each vector: its i8 vector and its links
+/// (usearch's, 64-byte aligned nodes). Measured: the largest unit of a 400k-commit build,
+/// 143,684 vectors, took the process from 14 to ~98 MiB of anonymous memory as its graph was
+/// built (docs/performance.md, "A merge in turn holds its text index under its graph").
+const GRAPH_BYTES_PER_VECTOR: u64 = 600;
+
+/// The least text heap [`merge_text_heap`] gives: below it a unit's text index is written in
+/// many small parts, each merge of them costing time for memory the graph holds anyway.
+pub(crate) const MIN_MERGE_TEXT_HEAP: usize = 32 << 20;
+
+/// The heap a merge of `vectors` vectors (rows and second vectors) writes its text index with.
+/// Side by side it is the writer's own ([`crate::serving::WRITER_HEAP_BYTES`], 96 MiB). In turn
+/// the merge holds the larger of its graph and its text index, and the graph cannot be made
+/// smaller: so the text index is held to the graph's size, its heap the graph's estimate less
+/// what saving a part adds to it (the sorted term list and the fast fields: ~22% of a full
+/// heap, heaptrack in docs/performance.md, "What the publish's peak is made of"), between
+/// [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text index that outgrows it is written in
+/// parts and merged through positioned reads, answering as one written whole.
+pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes) -> usize {
+    let full = crate::serving::WRITER_HEAP_BYTES;
+    match indexes {
+        MergeIndexes::SideBySide => full,
+        MergeIndexes::InTurn => {
+            let graph = vectors.saturating_mul(GRAPH_BYTES_PER_VECTOR);
+            let heap = usize::try_from(graph / 100 * 82).unwrap_or(usize::MAX);
+            heap.clamp(MIN_MERGE_TEXT_HEAP, full)
+        }
     }
 }
 
@@ -294,7 +325,9 @@ pub fn write_merged_segment(
     // a unit's merge held ~20 MiB more in a build than in a process of its own. A trim costs
     // ~0.6 ms a batch (docs/performance.md, "A merge's batches given back").
     let text = || -> Result<RowStats, FormatError> {
-        let mut index = ServingIndexWriter::create(&dir.join(TEXT_DIR), &Analyzers::current())?;
+        let heap = merge_text_heap((rows + seconds) as u64, indexes);
+        let mut index =
+            ServingIndexWriter::with_heap(&dir.join(TEXT_DIR), &Analyzers::current(), heap)?;
         let mut stats = RowStats::default();
         for m in member_dirs {
             for batch in row_batches(&m.join(ROWS_PARQUET), Columns::WithoutVectors)? {
@@ -501,6 +534,28 @@ mod tests {
         assert_eq!(graph_threads(PARALLEL_GRAPH_MIN_ROWS - 1), 1, "one thread: the same bytes");
         assert_eq!(graph_threads(PARALLEL_GRAPH_MIN_ROWS), cores);
         assert_eq!(graph_threads(MERGED_TIER2_MAX_ROWS), cores);
+    }
+
+    /// Side by side a merge's text index has the writer's whole heap; in turn it is held under
+    /// what the unit's graph holds, between the floor and the writer's heap.
+    #[test]
+    fn a_merge_in_turn_holds_its_text_index_under_its_graph() {
+        let full = crate::serving::WRITER_HEAP_BYTES;
+        for vectors in [0, 50_000, 143_684, 10_000_000] {
+            assert_eq!(merge_text_heap(vectors, MergeIndexes::SideBySide), full, "{vectors}");
+        }
+        // The largest unit of a 400k-commit history: 111,717 rows and 31,967 second vectors.
+        let heap = merge_text_heap(143_684, MergeIndexes::InTurn) as u64;
+        let graph = 143_684 * GRAPH_BYTES_PER_VECTOR;
+        assert!(heap < graph && heap > graph / 2, "{heap} against a graph of {graph}");
+        assert_eq!(merge_text_heap(10_000, MergeIndexes::InTurn), MIN_MERGE_TEXT_HEAP);
+        assert_eq!(merge_text_heap(u64::MAX, MergeIndexes::InTurn), full);
+        let mut last = 0;
+        for vectors in (0..400_000).step_by(7_919) {
+            let heap = merge_text_heap(vectors, MergeIndexes::InTurn);
+            assert!(heap >= last && heap >= 15_000_000, "{vectors}: {heap} after {last}");
+            last = heap;
+        }
     }
 
     #[test]

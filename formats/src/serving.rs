@@ -43,7 +43,7 @@ use crate::text::{
 };
 
 /// Heap for the single indexing thread; tantivy needs at least 15 MB per thread.
-const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
+pub(crate) const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
 
 /// Decompressed doc-store blocks kept per open index (16 KiB each): an answer reads a few rows.
 const DOC_STORE_CACHE_BLOCKS: usize = 8;
@@ -307,7 +307,7 @@ impl ServingIndexWriter {
 
     /// [`ServingIndexWriter::create`] with a writer heap of `heap` bytes (at least tantivy's 15
     /// MB): a part is written each time the heap fills.
-    fn with_heap(dir: &Path, an: &Analyzers, heap: usize) -> Result<Self, FormatError> {
+    pub(crate) fn with_heap(dir: &Path, an: &Analyzers, heap: usize) -> Result<Self, FormatError> {
         std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
         let (schema, f) = schema(an);
         // Not tantivy's index sorting: the rows come in ordinal order already, and sorting at
