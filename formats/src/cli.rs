@@ -23,3 +23,25 @@ fn without_empty_env(command: Command) -> Command {
         })
         .mut_subcommands(without_empty_env)
 }
+
+/// Runs a binary's async body on a new tokio runtime and says how the process ends: success,
+/// or `error: …` on stderr (with the error's whole chain: `{:#}`) and failure, as when no
+/// runtime can be started.
+pub fn run_to_exit<E: std::fmt::Display>(
+    body: impl std::future::Future<Output = Result<(), E>>,
+) -> std::process::ExitCode {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(body) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -54,7 +54,7 @@ mod store;
 mod text;
 mod vectors;
 
-pub use cli::parse_args;
+pub use cli::{parse_args, run_to_exit};
 pub use config_file::{ConfigFileError, read_config_file};
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,

@@ -318,18 +318,5 @@ fn main() -> ExitCode {
     // (docs/performance.md).
     hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
     let cli: Cli = hubdex_formats::parse_args();
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    hubdex_formats::run_to_exit(run(cli))
 }
