@@ -103,8 +103,8 @@ pub use staging::{
 };
 pub use store::{
     DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,
-    Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, default_store, failpoint, given,
-    install_tls_provider, manifest_key, name_under, segment_key,
+    Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, failpoint, install_tls_provider,
+    manifest_key, name_under, segment_key,
 };
 pub use vectors::{
     SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,

@@ -34,21 +34,9 @@ pub fn failpoint(name: &str) {
     }
 }
 
-/// The store both binaries use when `--store` and `$HUBDEX_STORE` say nothing.
+/// The store both binaries use when `--store` and `$HUBDEX_STORE` say nothing (an empty
+/// `$HUBDEX_STORE` says nothing: [`crate::parse_args`]).
 pub const DEFAULT_STORE: &str = "./.hubdex/store";
-
-/// `$HUBDEX_STORE`, else [`DEFAULT_STORE`]. An empty `$HUBDEX_STORE` counts as unset.
-pub fn default_store() -> String {
-    given(std::env::var("HUBDEX_STORE").ok()).unwrap_or_else(|| DEFAULT_STORE.to_string())
-}
-
-/// A setting, or nothing when it is empty: an environment variable read directly, or a value
-/// of hubdex.toml. A GitHub Actions workflow gives an empty variable for every repository
-/// variable that is not defined (`${{ vars.HUBDEX_STORE }}`), which must leave the default
-/// in force rather than name a store called "" (the command line: [`crate::parse_args`]).
-pub fn given(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.is_empty())
-}
 
 /// The object LATEST lives at.
 pub const LATEST: &str = "LATEST";

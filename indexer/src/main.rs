@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use hubdex_formats::{Device, Store, default_model, default_store};
+use hubdex_formats::{DEFAULT_STORE, Device, Store, default_model};
 use hubdex_indexer::{
     BuildOptions, BuildReport, Config, MemoryBudget, Shard, build, crawl, delta, embed, gc,
     parse_duration, publish,
@@ -134,7 +134,9 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 /// variable counts as unset (an undefined workflow variable is an empty one; `parse_args`),
 /// and so does an empty `store` in hubdex.toml.
 fn store_url(given: Option<String>, config: &Config) -> String {
-    given.or_else(|| hubdex_formats::given(config.store.clone())).unwrap_or_else(default_store)
+    given
+        .or_else(|| config.store.clone().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| DEFAULT_STORE.to_string())
 }
 
 fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOptions> {

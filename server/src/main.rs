@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::{Store, default_model, default_store};
+use hubdex_formats::{DEFAULT_STORE, Store, default_model};
 use hubdex_server::{
     AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
     StateSetup, TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval,
@@ -327,7 +327,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Health { url, timeout } => return health(url, *timeout).await,
         _ => {}
     }
-    let store_url = cli.store.clone().unwrap_or_else(default_store);
+    let store_url = cli.store.clone().unwrap_or_else(|| DEFAULT_STORE.to_string());
     // A store that does not exist is an error here: the server never creates one. (An empty
     // name is no directory: opening it says so.)
     if !store_url.is_empty()

@@ -430,6 +430,29 @@ fn an_empty_environment_variable_counts_as_unset_and_an_empty_argument_does_not(
     assert!(stderr.contains(r#"store URL "" is not valid"#), "{stderr}");
 }
 
+/// hubdex-index's store: an empty `$HUBDEX_STORE` leaves hubdex.toml's store in force, and an
+/// empty store there leaves the default (`./.hubdex/store`), each found by where `gc` makes it.
+#[test]
+fn an_empty_store_variable_leaves_hubdex_toml_in_force_and_an_empty_one_there_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let gc = |config: &str| {
+        let out = Command::new(hubdex_tests::bin("hubdex-index"))
+            .args(["gc", "--keep", "1", "--config", config])
+            .env("HUBDEX_STORE", "")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(dir.path().join("named.toml"), "store = \"from-toml\"\n").unwrap();
+    std::fs::write(dir.path().join("empty.toml"), "store = \"\"\n").unwrap();
+    gc("named.toml");
+    assert!(dir.path().join("from-toml").is_dir(), "hubdex.toml's store was not used");
+    assert!(!dir.path().join(".hubdex").exists(), "the default store was used");
+    gc("empty.toml");
+    assert!(dir.path().join(".hubdex/store").is_dir(), "the default store was not used");
+}
+
 #[test]
 fn query_json_prints_the_search_tools_object() {
     let f = fixture();
