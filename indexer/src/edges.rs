@@ -488,13 +488,18 @@ pub(crate) fn repo_edges(
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins. Only
     // the subjects some revert names are listed (a map of every subject held 36 MiB at 400k
     // commits, the build's peak before this).
-    let subject_of = |c: CommitNo| history.edge_lines(c).lines().next().unwrap_or("").trim();
-    let reverted_subject = |c: CommitNo| subject_of(c).strip_prefix("Revert \"")?.strip_suffix('"');
-    let mut by_subject: HashMap<&str, Vec<CommitNo>> =
-        history.commits().filter_map(reverted_subject).map(|s| (s, Vec::new())).collect();
+    let subject_of = |message: &str| message.lines().next().unwrap_or("").trim().to_string();
+    let reverted_subject = |subject: &str| -> Option<String> {
+        Some(subject.strip_prefix("Revert \"")?.strip_suffix('"')?.to_string())
+    };
+    let mut by_subject: HashMap<String, Vec<CommitNo>> = history
+        .commits()
+        .filter_map(|c| reverted_subject(&subject_of(&history.edge_lines(c))))
+        .map(|s| (s, Vec::new()))
+        .collect();
     if !by_subject.is_empty() {
         for c in history.commits() {
-            if let Some(commits) = by_subject.get_mut(subject_of(c)) {
+            if let Some(commits) = by_subject.get_mut(&subject_of(&history.edge_lines(c))) {
                 commits.push(c);
             }
         }
@@ -511,7 +516,9 @@ pub(crate) fn repo_edges(
         let evidence_id = commit_row(&sha);
         let evidence_id = evidence_id.as_deref();
         let msg = history.edge_lines(c);
-        let subject = subject_of(c);
+        let msg = msg.as_ref();
+        let subject = subject_of(msg);
+        let subject = subject.as_str();
         for m in CLOSING.captures_iter(msg) {
             let whole = m.get(0).expect("group 0");
             if let Some(t) = resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
@@ -524,7 +531,7 @@ pub(crate) fn repo_edges(
             Some((full.to_string(), phrase_at(msg, m.get(0)?.start())))
         });
         let reverted = reverted.or_else(|| {
-            let candidates = by_subject.get(reverted_subject(c)?)?;
+            let candidates = by_subject.get(&reverted_subject(subject)?)?;
             let earlier = candidates
                 .iter()
                 .map(|&o| (history.committed_at(o), o))

@@ -6,14 +6,16 @@
 //!
 //! It is what edges need (what messages say, parents, tags: [`crate::edges`]), what a merge row
 //! lists its branch from (parents, titles, paths: [`crate::local`]) and the order the second
-//! pass reads the commits in. It grows with the history, so it is kept small: strings end to
-//! end in one buffer each, parents as commit numbers, times as seconds, paths interned, every
-//! buffer shrunk to fit once the log is read. Of a message it keeps what edges read: the first
-//! line and the lines that could hold a reference ([`edge_lines`]), not the whole body. Once
+//! pass reads the commits in. It grows with the history, so it is kept small: what it keeps of
+//! messages in a temporary file ([`Strings`], read back a block at a time), parents as commit
+//! numbers, times as seconds, paths interned, every buffer shrunk to fit once the log is read.
+//! Of a message it keeps what edges read: the first line and the lines that could hold a
+//! reference ([`edge_lines`]), not the whole body. Once
 //! edges are made those are cut to the titles merge rows list ([`History::keep_titles`]), or
 //! dropped when no merge row will list any ([`History::drop_messages`]), and what else the
 //! second pass does not read goes too ([`History::keep_what_rows_read`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -21,7 +23,7 @@ use chrono::{DateTime, Utc};
 
 use crate::git::Commit;
 use crate::local::Message;
-use crate::spill::{Numbers, Spilled};
+use crate::spill::{Numbers, Spilled, Strings};
 
 /// A commit's place in [`History`] (the order `git log` gave it: newest first).
 pub(crate) type CommitNo = u32;
@@ -296,6 +298,70 @@ impl Lists {
     }
 }
 
+/// The text kept of each commit's message ([`Kept`]): in a temporary file ([`Strings`]), out
+/// of the build's memory, or held where no file could be made.
+#[derive(Debug)]
+enum Messages {
+    Held(Texts),
+    Spilled(Strings),
+}
+
+impl Default for Messages {
+    fn default() -> Self {
+        Messages::Held(Texts::default())
+    }
+}
+
+impl Messages {
+    /// None yet, in a new temporary file; held (a warning says why) where none can be made.
+    fn new() -> Messages {
+        match Strings::new() {
+            Ok(strings) => Messages::Spilled(strings),
+            Err(e) => {
+                tracing::warn!(error = %e, "commit messages stay in memory: a temporary file failed");
+                Messages::Held(Texts::default())
+            }
+        }
+    }
+
+    fn push(&mut self, s: &str) {
+        match self {
+            Messages::Held(texts) => texts.push(s),
+            Messages::Spilled(strings) => strings.push(s),
+        }
+    }
+
+    /// Message `i`; empty where none was kept.
+    fn get(&self, i: usize) -> Cow<'_, str> {
+        match self {
+            Messages::Held(texts) if i < texts.ends.len() => Cow::Borrowed(texts.get(i)),
+            Messages::Held(_) => Cow::Borrowed(""),
+            Messages::Spilled(strings) => Cow::Owned(strings.get(i)),
+        }
+    }
+
+    fn shrink_to_fit(&mut self) {
+        match self {
+            Messages::Held(texts) => texts.shrink_to_fit(),
+            Messages::Spilled(strings) => strings.shrink_to_fit(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Messages::Held(texts) => texts.heap_bytes(),
+            Messages::Spilled(strings) => strings.heap_bytes(),
+        }
+    }
+
+    fn error(&self) -> Option<&str> {
+        match self {
+            Messages::Held(_) => None,
+            Messages::Spilled(strings) => strings.error(),
+        }
+    }
+}
+
 /// What [`History`] keeps of each commit's message.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 enum Kept {
@@ -349,8 +415,11 @@ pub(crate) struct History {
     /// commit the log has given or passed over ([`History::given`]).
     parents: Lists,
     /// What edges read of each message ([`edge_lines`]), or what [`History::keep_titles`] /
-    /// [`History::drop_messages`] left.
-    messages: Texts,
+    /// [`History::drop_messages`] left: in a temporary file, a block read at a time (the
+    /// largest part of a history with references: ~70 of 130 bytes a commit).
+    messages: Messages,
+    /// What a read of messages since replaced ([`History::keep_titles`]) failed with.
+    message_error: Option<String>,
     /// The titles ([`Message::of`]'s) that are not their message's first line, trimmed (a
     /// "Merge pull request #N" subject's is the next line), by commit number, until
     /// [`History::keep_titles`].
@@ -380,7 +449,12 @@ impl History {
         let n = CommitNo::try_from(shas.len()).expect("fewer than 2^32 commits");
         let mut by_sha: Vec<CommitNo> = (0..n).collect();
         by_sha.sort_unstable_by(|&a, &b| shas.cmp(a as usize, b as usize));
-        History { shas, by_sha: Numbers::Held(by_sha), ..History::default() }
+        History {
+            shas,
+            by_sha: Numbers::Held(by_sha),
+            messages: Messages::new(),
+            ..History::default()
+        }
     }
 
     /// The SHAs the history lists, to ask `git log` for them in that order.
@@ -555,7 +629,7 @@ impl History {
     }
 
     /// What edges read of the message ([`edge_lines`]; before [`History::keep_titles`]).
-    pub(crate) fn edge_lines(&self, c: CommitNo) -> &str {
+    pub(crate) fn edge_lines(&self, c: CommitNo) -> Cow<'_, str> {
         debug_assert_eq!(self.kept, Kept::EdgeLines, "messages were cut to titles or dropped");
         self.messages.get(c as usize)
     }
@@ -570,7 +644,7 @@ impl History {
                     kept.lines().next().unwrap_or("").trim().to_string()
                 }
             },
-            Kept::Titles => self.messages.get(c as usize).to_string(),
+            Kept::Titles => self.messages.get(c as usize).into_owned(),
             Kept::Nothing => {
                 debug_assert!(false, "messages were dropped");
                 String::new()
@@ -585,7 +659,7 @@ impl History {
         if self.kept != Kept::EdgeLines {
             return;
         }
-        let mut titles = Texts::default();
+        let mut titles = Messages::new();
         for c in self.commits() {
             if mainline.get(c as usize).copied().unwrap_or(false) {
                 titles.push("");
@@ -594,6 +668,7 @@ impl History {
             }
         }
         titles.shrink_to_fit();
+        self.keep_message_error();
         self.messages = titles;
         self.other_titles = Vec::new();
         self.kept = Kept::Titles;
@@ -602,7 +677,8 @@ impl History {
     /// Drops every message: what is needed once edges are made when no merge row will list
     /// its branch (a history without merges, or without commit rows).
     pub(crate) fn drop_messages(&mut self) {
-        self.messages = Texts::default();
+        self.keep_message_error();
+        self.messages = Messages::default();
         self.other_titles = Vec::new();
         self.kept = Kept::Nothing;
     }
@@ -631,6 +707,13 @@ impl History {
         }
         files.shrink_to_fit();
         self.files = files;
+    }
+
+    /// Keeps what a read of the messages failed with before they are replaced.
+    fn keep_message_error(&mut self) {
+        if self.message_error.is_none() {
+            self.message_error = self.messages.error().map(str::to_string);
+        }
     }
 
     /// Whether some commit has more than one parent (after [`History::finish`]).
@@ -695,7 +778,9 @@ impl History {
     /// What a read of the spilled history ([`History::spill`]) failed with, if one did: its
     /// answers were then not the history's, and the build must stop.
     pub(crate) fn spill_error(&self) -> Option<String> {
-        let e = self.shas.error().or(self.by_sha.error()).or(self.order.error())?;
+        let e = (self.shas.error().or(self.by_sha.error()).or(self.order.error()))
+            .or(self.messages.error())
+            .or(self.message_error.as_deref())?;
         Some(format!("reading the history back from a temporary file: {e}"))
     }
 
@@ -777,7 +862,10 @@ mod tests {
         assert_eq!(history.title(a1), "First (#1)");
         assert_eq!(history.title(c3), "Merge branch 'x'");
         history.drop_messages();
-        assert_eq!(history.messages.text.len(), 0, "nothing kept of the messages");
+        assert!(
+            matches!(&history.messages, Messages::Held(t) if t.text.is_empty()),
+            "nothing kept of the messages"
+        );
         let linear =
             History::of(&[commit("b", &["a"], "B", &[]), commit("a", &[], "A", &[])], vec![]);
         assert!(!linear.has_merges());
@@ -799,7 +887,7 @@ mod tests {
         assert_eq!(history.find("ff"), None);
         // A parent is resolved as its child comes, before its own record.
         assert_eq!(history.parents(c3).collect::<Vec<_>>(), [Some(b2)]);
-        assert_eq!((history.edge_lines(c3), history.edge_lines(a1)), ("Third", "First"));
+        assert_eq!([history.edge_lines(c3), history.edge_lines(a1)], ["Third", "First"]);
         assert_eq!(history.files(a1).collect::<Vec<_>>(), ["y.rs"]);
         // What the log did not give is known by its SHA only.
         for passed in [b2, d0] {
@@ -860,15 +948,28 @@ mod tests {
         let message_bytes: usize = commits.iter().map(|c| c.message.len()).sum();
         let history = History::of(&commits, vec![]);
         let per_commit = history.heap_bytes() / n;
-        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 4 + subject ~38 + its end 8 + the
-        // commit time 8 + the cut order 4 + two paths 8 + their end 4 = ~102 bytes (104
-        // measured; 112 with 8-byte ends); the whole messages were ~250 more.
-        assert!(per_commit <= 108, "{per_commit} bytes a commit");
+        // SHA 20 (packed) + by SHA 4 + parent 4 + its end 4 + the subject's end 8 (the subject
+        // is in a temporary file) + the commit time 8 + the cut order 4 + two paths 8 + their
+        // end 4 = 64 bytes, and 64 KiB of strings not yet written (69 measured; 104 with the
+        // subjects held); the whole messages were ~250 more.
+        assert!(per_commit <= 72, "{per_commit} bytes a commit");
         assert!(history.heap_bytes() < message_bytes, "less than the messages alone");
         assert_eq!(
             history.title(history.find(&commits[5].sha).unwrap()),
             "Tune the parser's buffer for case 5"
         );
+        // Held where no temporary file can be made: the same answers, ~38 bytes a commit more.
+        let mut held = History::listing(Arc::new(Shas::of(commits.iter().map(|c| &c.sha))));
+        held.messages = Messages::Held(Texts::default());
+        for c in &commits {
+            held.push(c);
+        }
+        held.finish();
+        for c in history.commits() {
+            assert_eq!(held.edge_lines(c), history.edge_lines(c), "commit {c}");
+        }
+        let held_per_commit = held.heap_bytes() / n;
+        assert!((100..=108).contains(&held_per_commit), "{held_per_commit} bytes a commit held");
         // What the second pass keeps of a history without merges: the SHAs and their index.
         let mut history = history;
         history.drop_messages();
@@ -889,6 +990,25 @@ mod tests {
             assert_eq!(&*history.sha(i as CommitNo), c.sha);
         }
         assert_eq!(history.spill_error(), None);
+    }
+
+    #[test]
+    fn a_failed_read_of_a_message_is_kept_for_the_build_to_stop_on_after_they_are_cut() {
+        let mut history =
+            History::of(&[commit("b", &["a"], "B", &[]), commit("a", &[], "A", &[])], vec![]);
+        assert!(matches!(history.messages, Messages::Spilled(_)));
+        assert_eq!(history.spill_error(), None);
+        // A read the file cannot answer (here: past the end) reads as empty, and so does every
+        // later one (what they give is not the history's)...
+        assert_eq!(history.edge_lines(2), "");
+        assert_eq!(history.edge_lines(1), "");
+        let failed = history.spill_error().expect("the read is reported");
+        assert!(failed.contains("string 2 of 2"), "{failed}");
+        // ...and it is still reported once the messages are cut to titles, or dropped.
+        history.keep_titles(&[true, false]);
+        assert_eq!(history.spill_error().as_deref(), Some(failed.as_str()));
+        history.drop_messages();
+        assert_eq!(history.spill_error().as_deref(), Some(failed.as_str()));
     }
 
     #[test]

@@ -216,6 +216,129 @@ impl Records {
     }
 }
 
+/// Bytes of strings [`Strings`] gathers before it writes them out.
+const STRINGS_PENDING: usize = 64 << 10;
+
+/// Strings kept one after another in an unnamed temporary file, each read back by its number
+/// a block at a time: what a commit's message says of edges, and the titles merge rows list
+/// ([`crate::history::History`]), out of the build's memory (issue 30). What is held is each
+/// string's end (8 bytes), the block read last and the strings not yet written out. A read is
+/// answered from those strings when it asks for one, so strings may be read while more are
+/// added.
+pub(crate) struct Strings {
+    ends: Vec<u64>,
+    file: Mutex<StringsFile>,
+    /// The first write or read that failed: strings read after it are empty, and the build is
+    /// stopped with this ([`Strings::error`]) before anything it made is published.
+    failed: OnceLock<String>,
+}
+
+struct StringsFile {
+    file: File,
+    /// The bytes written to the file so far.
+    written: u64,
+    /// The strings after those, not yet written.
+    pending: Vec<u8>,
+    /// Where the block read last starts, and its bytes.
+    start: u64,
+    block: Vec<u8>,
+}
+
+impl std::fmt::Debug for Strings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Strings").field("len", &self.ends.len()).finish()
+    }
+}
+
+impl Strings {
+    /// No strings yet, in a new unnamed temporary file.
+    pub(crate) fn new() -> std::io::Result<Strings> {
+        let file = StringsFile {
+            file: tempfile::tempfile()?,
+            written: 0,
+            pending: Vec::new(),
+            start: 0,
+            block: Vec::new(),
+        };
+        Ok(Strings { ends: Vec::new(), file: Mutex::new(file), failed: OnceLock::new() })
+    }
+
+    /// Adds `s` as the next string.
+    pub(crate) fn push(&mut self, s: &str) {
+        let end = self.ends.last().copied().unwrap_or(0) + s.len() as u64;
+        self.ends.push(end);
+        let f = self.file.get_mut().unwrap_or_else(PoisonError::into_inner);
+        f.pending.extend_from_slice(s.as_bytes());
+        if f.pending.len() >= STRINGS_PENDING {
+            let StringsFile { file, written, pending, .. } = f;
+            let result = file.seek(SeekFrom::Start(*written)).and_then(|_| file.write_all(pending));
+            if let Err(e) = result {
+                // What could not be written reads as empty, and the build stops on the error.
+                self.failed.get_or_init(|| e.to_string());
+            }
+            *written += pending.len() as u64;
+            pending.clear();
+        }
+    }
+
+    /// String `i` (of [`Self::len`]); empty past the end or where a write or read failed (kept
+    /// for [`Self::error`]).
+    pub(crate) fn get(&self, i: usize) -> String {
+        let Some(&to) = self.ends.get(i) else {
+            self.failed.get_or_init(|| format!("string {i} of {} asked for", self.ends.len()));
+            return String::new();
+        };
+        if self.failed.get().is_some() {
+            return String::new();
+        }
+        let from = if i == 0 { 0 } else { self.ends[i - 1] };
+        let mut guard = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let StringsFile { file, written, pending, start, block } = &mut *guard;
+        let bytes = if from >= *written {
+            // Not written out yet: strings are written out whole, so all of it is pending.
+            &pending[(from - *written) as usize..(to - *written) as usize]
+        } else {
+            if from < *start || to > *start + block.len() as u64 {
+                let block_start = from - from % BLOCK as u64;
+                let block_end = (block_start + BLOCK as u64).max(to).min(*written);
+                block.resize((block_end - block_start) as usize, 0);
+                let read =
+                    file.seek(SeekFrom::Start(block_start)).and_then(|_| file.read_exact(block));
+                if let Err(e) = read {
+                    self.failed.get_or_init(|| e.to_string());
+                    block.clear();
+                    return String::new();
+                }
+                *start = block_start;
+            }
+            &block[(from - *start) as usize..(to - *start) as usize]
+        };
+        match std::str::from_utf8(bytes) {
+            Ok(s) => s.to_string(),
+            Err(e) => {
+                self.failed.get_or_init(|| format!("string {i} read back is not UTF-8: {e}"));
+                String::new()
+            }
+        }
+    }
+
+    /// Gives back what the ends grew by and did not fill.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.ends.shrink_to_fit();
+    }
+
+    /// What it holds in memory: the ends, the strings not yet written and the block read last.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let f = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        self.ends.capacity() * size_of::<u64>() + f.pending.capacity() + f.block.capacity()
+    }
+
+    /// What the first failed write or read said, if one failed.
+    pub(crate) fn error(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
+    }
+}
+
 /// Sets of 8-byte keys, each kept sorted as a run in an unnamed temporary file: which runs
 /// hold any of a sorted list of keys is answered by reading them back a block at a time
 /// beside that list. A rebuild keeps here the texts each earlier build segment holds (a run
@@ -346,6 +469,38 @@ mod tests {
             );
         }
         assert!(numbers.heap_bytes() < held.len());
+    }
+
+    #[test]
+    fn strings_read_back_as_pushed_in_any_order_while_more_are_pushed() {
+        // Empty ones, ones longer than a block, and characters of several bytes; enough of them
+        // that most are written out and the last are still pending.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| match i % 5 {
+                0 => String::new(),
+                1 => "ä€𝄞".repeat(i % 700),
+                _ => format!("{i} ").repeat(i % 97),
+            })
+            .collect();
+        let mut strings = Strings::new().unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            strings.push(t);
+            // Read back as they are pushed: the newest, and one far behind.
+            assert_eq!(strings.get(i), *t, "string {i} as pushed");
+            assert_eq!(strings.get(i / 3), texts[i / 3], "string {} at {i}", i / 3);
+        }
+        let order: Vec<usize> =
+            (0..3000).chain((0..3000).rev()).chain((0..3000).map(|i| i * 7919 % 3000)).collect();
+        for i in order {
+            assert_eq!(strings.get(i), texts[i], "string {i}");
+        }
+        assert_eq!(strings.error(), None);
+        // What is held: the ends, the pending strings and one block, not the strings.
+        let total: usize = texts.iter().map(String::len).sum();
+        assert!(strings.heap_bytes() < total / 4, "{} of {total}", strings.heap_bytes());
+        // Past the end: empty, and the error is kept for the build to stop on.
+        assert_eq!(strings.get(3000), "");
+        assert!(strings.error().is_some_and(|e| e.contains("string 3000 of 3000")));
     }
 
     #[test]
