@@ -488,18 +488,20 @@ pub(crate) fn repo_edges(
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins. Only
     // the subjects some revert names are listed (a map of every subject held 36 MiB at 400k
     // commits, the build's peak before this).
-    let subject_of = |message: &str| message.lines().next().unwrap_or("").trim().to_string();
-    let reverted_subject = |subject: &str| -> Option<String> {
-        Some(subject.strip_prefix("Revert \"")?.strip_suffix('"')?.to_string())
-    };
+    fn subject_of(message: &str) -> &str {
+        message.lines().next().unwrap_or("").trim()
+    }
+    fn reverted_subject(subject: &str) -> Option<&str> {
+        subject.strip_prefix("Revert \"")?.strip_suffix('"')
+    }
     let mut by_subject: HashMap<String, Vec<CommitNo>> = history
         .commits()
-        .filter_map(|c| reverted_subject(&subject_of(&history.edge_lines(c))))
+        .filter_map(|c| Some(reverted_subject(subject_of(&history.edge_lines(c)))?.to_string()))
         .map(|s| (s, Vec::new()))
         .collect();
     if !by_subject.is_empty() {
         for c in history.commits() {
-            if let Some(commits) = by_subject.get_mut(&subject_of(&history.edge_lines(c))) {
+            if let Some(commits) = by_subject.get_mut(subject_of(&history.edge_lines(c))) {
                 commits.push(c);
             }
         }
@@ -518,7 +520,6 @@ pub(crate) fn repo_edges(
         let msg = history.edge_lines(c);
         let msg = msg.as_ref();
         let subject = subject_of(msg);
-        let subject = subject.as_str();
         for m in CLOSING.captures_iter(msg) {
             let whole = m.get(0).expect("group 0");
             if let Some(t) = resolve_ref(&m[1], repo, history).filter(|t| t.1.starts_with("issue/"))
@@ -531,7 +532,7 @@ pub(crate) fn repo_edges(
             Some((full.to_string(), phrase_at(msg, m.get(0)?.start())))
         });
         let reverted = reverted.or_else(|| {
-            let candidates = by_subject.get(&reverted_subject(subject)?)?;
+            let candidates = by_subject.get(reverted_subject(subject)?)?;
             let earlier = candidates
                 .iter()
                 .map(|&o| (history.committed_at(o), o))

@@ -10,10 +10,10 @@
 //! messages in a temporary file ([`Strings`], read back a block at a time), parents as commit
 //! numbers, times as seconds, paths interned, every buffer shrunk to fit once the log is read.
 //! Of a message it keeps what edges read: the first line and the lines that could hold a
-//! reference ([`edge_lines`]), not the whole body. Once
-//! edges are made those are cut to the titles merge rows list ([`History::keep_titles`]), or
-//! dropped when no merge row will list any ([`History::drop_messages`]), and what else the
-//! second pass does not read goes too ([`History::keep_what_rows_read`]).
+//! reference ([`edge_lines`]), not the whole body. Once edges are made those are cut to the
+//! titles merge rows list ([`History::keep_titles`]), or dropped when no merge row will list
+//! any ([`History::drop_messages`]), and what else the second pass does not read goes too
+//! ([`History::keep_what_rows_read`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -29,8 +29,33 @@ pub(crate) struct Spilled {
 /// The file and the block of it read last.
 struct Reader {
     file: File,
-    start: usize,
+    start: u64,
     block: Vec<u8>,
+}
+
+impl Reader {
+    fn new(file: File) -> Reader {
+        Reader { file, start: 0, block: Vec::new() }
+    }
+
+    /// The `len` bytes at `at` of the file's first `end`, from the block read last or else
+    /// from a new one: the block holding `at`, and enough after it for the `len` bytes whole.
+    fn bytes(&mut self, at: u64, len: usize, end: u64) -> std::io::Result<&[u8]> {
+        let Reader { file, start, block } = self;
+        let to = at + len as u64;
+        if at < *start || to > *start + block.len() as u64 {
+            let from = at - at % BLOCK as u64;
+            let until = (from + (BLOCK + len) as u64).min(end);
+            block.resize((until - from) as usize, 0);
+            let read = file.seek(SeekFrom::Start(from)).and_then(|_| file.read_exact(block));
+            if let Err(e) = read {
+                block.clear();
+                return Err(e);
+            }
+            *start = from;
+        }
+        Ok(&block[(at - *start) as usize..(to - *start) as usize])
+    }
 }
 
 impl std::fmt::Debug for Spilled {
@@ -48,7 +73,7 @@ impl Spilled {
         }
         let mut file = tempfile::tempfile()?;
         file.write_all(bytes)?;
-        let reader = Reader { file, start: 0, block: Vec::new() };
+        let reader = Reader::new(file);
         Ok(Spilled {
             width,
             len: bytes.len() / width,
@@ -75,24 +100,15 @@ impl Spilled {
             out.fill(0);
             return;
         }
-        let (at, width) = (i * self.width, self.width);
-        let mut guard = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
-        let Reader { file, start, block } = &mut *guard;
-        if at < *start || at + width > *start + block.len() {
-            // The block holding the record's start, and enough after it for the record whole.
-            let from = at - at % BLOCK;
-            let to = (from + BLOCK + width).min(self.len * width);
-            block.resize(to - from, 0);
-            let read = file.seek(SeekFrom::Start(from as u64)).and_then(|_| file.read_exact(block));
-            if let Err(e) = read {
+        let (at, width) = ((i * self.width) as u64, self.width);
+        let mut reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
+        match reader.bytes(at, width, (self.len * width) as u64) {
+            Ok(bytes) => out.copy_from_slice(bytes),
+            Err(e) => {
                 self.failed.get_or_init(|| e.to_string());
-                block.clear();
                 out.fill(0);
-                return;
             }
-            *start = from;
         }
-        out.copy_from_slice(&block[at - *start..at - *start + width]);
     }
 
     /// What the first failed read said, if one failed.
@@ -234,14 +250,12 @@ pub(crate) struct Strings {
 }
 
 struct StringsFile {
-    file: File,
+    /// The file, and the block of it read last.
+    reader: Reader,
     /// The bytes written to the file so far.
     written: u64,
     /// The strings after those, not yet written.
     pending: Vec<u8>,
-    /// Where the block read last starts, and its bytes.
-    start: u64,
-    block: Vec<u8>,
 }
 
 impl std::fmt::Debug for Strings {
@@ -254,11 +268,9 @@ impl Strings {
     /// No strings yet, in a new unnamed temporary file.
     pub(crate) fn new() -> std::io::Result<Strings> {
         let file = StringsFile {
-            file: tempfile::tempfile()?,
+            reader: Reader::new(tempfile::tempfile()?),
             written: 0,
             pending: Vec::new(),
-            start: 0,
-            block: Vec::new(),
         };
         Ok(Strings { ends: Vec::new(), file: Mutex::new(file), failed: OnceLock::new() })
     }
@@ -270,7 +282,7 @@ impl Strings {
         let f = self.file.get_mut().unwrap_or_else(PoisonError::into_inner);
         f.pending.extend_from_slice(s.as_bytes());
         if f.pending.len() >= STRINGS_PENDING {
-            let StringsFile { file, written, pending, .. } = f;
+            let StringsFile { reader: Reader { file, .. }, written, pending } = f;
             let result = file.seek(SeekFrom::Start(*written)).and_then(|_| file.write_all(pending));
             if let Err(e) = result {
                 // What could not be written reads as empty, and the build stops on the error.
@@ -281,7 +293,7 @@ impl Strings {
         }
     }
 
-    /// String `i` (of [`Self::len`]); empty past the end or where a write or read failed (kept
+    /// String `i` (of those pushed); empty past the end or where a write or read failed (kept
     /// for [`Self::error`]).
     pub(crate) fn get(&self, i: usize) -> String {
         let Some(&to) = self.ends.get(i) else {
@@ -293,25 +305,18 @@ impl Strings {
         }
         let from = if i == 0 { 0 } else { self.ends[i - 1] };
         let mut guard = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        let StringsFile { file, written, pending, start, block } = &mut *guard;
+        let StringsFile { reader, written, pending } = &mut *guard;
         let bytes = if from >= *written {
             // Not written out yet: strings are written out whole, so all of it is pending.
             &pending[(from - *written) as usize..(to - *written) as usize]
         } else {
-            if from < *start || to > *start + block.len() as u64 {
-                let block_start = from - from % BLOCK as u64;
-                let block_end = (block_start + BLOCK as u64).max(to).min(*written);
-                block.resize((block_end - block_start) as usize, 0);
-                let read =
-                    file.seek(SeekFrom::Start(block_start)).and_then(|_| file.read_exact(block));
-                if let Err(e) = read {
+            match reader.bytes(from, (to - from) as usize, *written) {
+                Ok(bytes) => bytes,
+                Err(e) => {
                     self.failed.get_or_init(|| e.to_string());
-                    block.clear();
                     return String::new();
                 }
-                *start = block_start;
             }
-            &block[(from - *start) as usize..(to - *start) as usize]
         };
         match std::str::from_utf8(bytes) {
             Ok(s) => s.to_string(),
@@ -330,7 +335,7 @@ impl Strings {
     /// What it holds in memory: the ends, the strings not yet written and the block read last.
     pub(crate) fn heap_bytes(&self) -> usize {
         let f = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        self.ends.capacity() * size_of::<u64>() + f.pending.capacity() + f.block.capacity()
+        self.ends.capacity() * size_of::<u64>() + f.pending.capacity() + f.reader.block.capacity()
     }
 
     /// What the first failed write or read said, if one failed.
