@@ -509,6 +509,30 @@ mod tests {
     }
 
     #[test]
+    fn strings_whose_file_was_tampered_with_or_cut_short_read_as_empty_and_say_why() {
+        let texts: Vec<String> = (0..2000).map(|i| format!("Fixes #{i}").repeat(8)).collect();
+        let pushed = || {
+            let mut strings = Strings::new().unwrap();
+            texts.iter().for_each(|t| strings.push(t));
+            strings
+        };
+        // A byte that cannot be UTF-8 where the first string was written.
+        let mut tampered = pushed();
+        let file = &mut tampered.file.get_mut().unwrap().reader.file;
+        file.seek(SeekFrom::Start(0)).unwrap();
+        file.write_all(&[0xff]).unwrap();
+        assert_eq!(tampered.get(0), "");
+        assert!(tampered.error().is_some_and(|e| e.contains("string 0 read back is not UTF-8")));
+        // Every later read is empty too: what it would give is not what was pushed.
+        assert_eq!(tampered.get(1), "");
+        // The file cut short: a read past its end fails.
+        let mut cut = pushed();
+        cut.file.get_mut().unwrap().reader.file.set_len(10).unwrap();
+        assert_eq!(cut.get(1000), "");
+        assert!(cut.error().is_some(), "a read past the cut is reported");
+    }
+
+    #[test]
     fn records_read_back_as_appended_in_any_order() {
         let mut records = Records::default();
         assert!(records.is_empty());
