@@ -366,7 +366,7 @@ fn unit_of(v: &[u8], out: &mut [f32]) {
     out.iter_mut().for_each(|o| *o *= inv);
 }
 
-/// Writes `dst` (`vectors.hnsw`) from the usearch file `src` that [`crate::vectors`] built: the
+/// Writes `dst` (`vectors.hnsw`) from the usearch file `src` that `vectors.rs` built: the
 /// same graph and i8 vectors, with sign codes around the mean. Reads `src` in sequential
 /// passes, one section at a time; holds only the mean, each node's level and a node's links.
 pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatError> {

@@ -439,9 +439,10 @@ impl SegmentMeta {
 }
 
 /// Whether a segment whose files are `files` has serving files of its own (`text/`,
-/// `vectors.hnsw` or, before format 7, `vectors.usearch`): every merged segment, and a build segment of format 1 to 4. A build
-/// segment of format 5 holds only its rows (rows.parquet, files.parquet, edges.parquet) and is
-/// served through the merged segment that covers it, a group of one where it is alone.
+/// `vectors.hnsw` or, before format 7, `vectors.usearch`): every merged segment, and a build
+/// segment of format 1 to 4. A build segment of format 5 holds only its rows (rows.parquet,
+/// files.parquet, edges.parquet) and is served through the merged segment that covers it, a
+/// group of one where it is alone.
 fn has_serving_files(files: &[FileEntry]) -> bool {
     (files.iter()).any(|f| {
         f.path == crate::segment::VECTORS_USEARCH || f.path == crate::segment::VECTORS_HNSW
@@ -449,14 +450,16 @@ fn has_serving_files(files: &[FileEntry]) -> bool {
 }
 
 impl ManifestSegment {
-    /// Whether the segment has serving files of its own ([`has_serving_files`]).
+    /// Whether the segment has serving files of its own (a vector graph and a text index):
+    /// every merged segment, and a build segment of format 1 to 4.
     pub fn has_serving_files(&self) -> bool {
         has_serving_files(&self.files)
     }
 }
 
 impl SegmentMeta {
-    /// Whether the segment has serving files of its own ([`has_serving_files`]).
+    /// Whether the segment has serving files of its own (a vector graph and a text index):
+    /// every merged segment, and a build segment of format 1 to 4.
     pub fn has_serving_files(&self) -> bool {
         has_serving_files(&self.files)
     }

@@ -37,7 +37,7 @@ pub const MERGED_TARGET_ROWS: u64 = 65_536;
 /// No first-tier merged segment holds more rows than this: 1.75 × the target. A unit's merge
 /// holds its vector graph, then its text index's heap, each about 0.8 KiB a row (a 128,691-row
 /// unit: ~105 MiB each, in turn; in turn the text index is now held under the graph,
-/// [`merge_text_heap`]), so this cap sets what a publish holds at its peak whatever the
+/// `merge_text_heap`), so this cap sets what a publish holds at its peak whatever the
 /// history; at 2 × the target (131,072, before) the largest unit of a 400k-commit history put a
 /// build's peak under a 256 MiB budget 11–14% over a 10k-commit one's, and its text index filled
 /// the writer's 96 MiB heap to within a part (a second part costs a merge of the parts). A cap

@@ -96,7 +96,7 @@ const BATCH_ROWS: usize = 1024;
 /// them so the same rows always give the same bytes.
 ///
 /// A row group is written a column at a time: each column's chunk is encoded from the group's
-/// rows, [`BATCH_ROWS`] at a time, and appended to the file before the next column starts.
+/// rows, `BATCH_ROWS` at a time, and appended to the file before the next column starts.
 /// `ArrowWriter` would encode every column of a batch at once and keep every column's encoder
 /// until the group is flushed; the two vector columns' dictionary encoders alone hold their
 /// page's indices as 8-byte values, 384 of them a row: 28 MiB of a build segment's write

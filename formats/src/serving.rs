@@ -48,7 +48,7 @@ pub(crate) const WRITER_HEAP_BYTES: usize = 96 * 1024 * 1024;
 /// Decompressed doc-store blocks kept per open index (16 KiB each): an answer reads a few rows.
 const DOC_STORE_CACHE_BLOCKS: usize = 8;
 
-/// Which analyzer each BM25 field is indexed with. Format 3 writes [`Analyzers::CURRENT`]; a
+/// Which analyzer each BM25 field is indexed with. Format 3 on writes [`Analyzers::current`]; a
 /// format-1 or -2 segment upgraded on open keeps the analyzers it was built with, so its scores
 /// do not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -592,7 +592,7 @@ impl TermPruning {
 /// (docs/performance.md, "BM25's tail").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TextScoring {
-    /// Every query word in every field, one MaxScore over all of them ([`crate::maxscore`]).
+    /// Every query word in every field, one MaxScore over all of them (`maxscore.rs`).
     Exact,
     /// The same scores by tantivy's block-max WAND (`BooleanQuery`), what was served before
     /// MaxScore; kept to measure against.

@@ -95,7 +95,7 @@ impl MemoryBudget {
 
     /// How many serving merges a publish may run at once: one per core, as their estimated
     /// memory ([`hubdex_formats::merge_memory_estimate`]) fits the budget less
-    /// [`MERGE_RESERVE`]; a merge that would not fit writes its text index and vector graph in
+    /// `MERGE_RESERVE` (128 MiB); a merge that would not fit writes its text index and vector graph in
     /// turn rather than side by side. One merge runs whatever the budget (a unit cannot be
     /// written in parts), so a unit's merge can pass a small budget: docs/performance.md
     /// measures it.
@@ -103,14 +103,14 @@ impl MemoryBudget {
         MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE))
     }
 
-    /// The row data (texts and vectors, as [`row_bytes`] counts it) one build segment holds
+    /// The row data (texts and vectors, as `row_bytes` counts it) one build segment holds
     /// on average.
     pub fn segment_bytes(self) -> u64 {
         self.0 / SEGMENT_SHARE
     }
 
     /// The row data the build segments being cut, waiting and being written may hold together
-    /// ([`InFlight`]).
+    /// (`InFlight`).
     pub fn in_flight_bytes(self) -> u64 {
         self.segment_bytes() * SHARES_IN_FLIGHT
     }
@@ -125,7 +125,7 @@ impl std::fmt::Display for MemoryBudget {
 impl std::str::FromStr for MemoryBudget {
     type Err = String;
 
-    /// A size ([`parse_size`]) of at least [`MIN_MEMORY_BUDGET`].
+    /// A size ([`parse_size`]) of at least `MIN_MEMORY_BUDGET` (64 MiB).
     fn from_str(s: &str) -> Result<Self, String> {
         MemoryBudget::new(parse_size(s)?)
     }

@@ -61,7 +61,7 @@ pub struct BuildOptions {
     /// Per-repository rules from hubdex.toml (types and paths kept).
     pub rules: BTreeMap<String, RepoRules>,
     /// What the build may hold in memory: a repository whose rows do not fit a build
-    /// segment's share of it is written as several build segments ([`crate::budget`]).
+    /// segment's share of it is written as several build segments (`budget.rs`).
     pub memory_budget: MemoryBudget,
 }
 
@@ -119,7 +119,7 @@ pub struct BuildReport {
     /// Segments the store already held (the same id).
     pub segments_unchanged: usize,
     /// Commits whose diffs were not read: their rows are in build segments reused by their
-    /// history spans ([`crate::spans`]).
+    /// history spans (`spans.rs`).
     pub commits_skipped: u64,
     /// Seconds crawling.
     pub crawl_seconds: f64,

@@ -468,7 +468,7 @@ struct Head {
     open: Option<Line>,
 }
 
-/// How [`write`] writes a [`Head`]'s lines.
+/// How [`write()`] writes a [`Head`]'s lines.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Form {
     /// As they were read.

@@ -3,7 +3,7 @@
 //! it rewrites and `shipped_in` follows the tags as they are now.
 //!
 //! - `closes`: GitHub's closing keywords in commit messages and pull request descriptions;
-//! - `reverts`: "This reverts commit <sha>", else a `Revert "<subject>"` subject (the newest
+//! - `reverts`: `This reverts commit <sha>`, else a `Revert "<subject>"` subject (the newest
 //!   earlier commit with that subject, so a revert of a revert finds the revert);
 //! - `pull_request_of`: "Merge pull request #N", a squash subject ending in `(#N)`, and the
 //!   merge commit the crawl gives a merged pull request;

@@ -405,7 +405,7 @@ const MERGED_MAX: usize = 30;
 /// What a commit message says about the change, apart from what every commit says: the title
 /// (a merged pull request's own title rather than "Merge pull request #N from …") and the
 /// description without trailers (`Signed-off-by:`, `Co-authored-by:`, `Change-Id:` …) and
-/// without `git revert`'s "This reverts commit <sha>." line. `extra` holds what the title
+/// without `git revert`'s `This reverts commit <sha>.` line. `extra` holds what the title
 /// replaced (the merge subject, whose branch name is still worth matching).
 #[derive(Debug, PartialEq)]
 pub(crate) struct Message {
@@ -653,7 +653,7 @@ fn named_in(title: Option<&str>, head: &str, repo: &str) -> (Option<i64>, Vec<i6
     (squashed.or(merge), crate::edges::closed_issues(&message, repo))
 }
 
-/// What a crawl's threads say of the commits ([`link_threads`]): each pull request's text and
+/// What a crawl's threads say of the commits (what the tests' `link_threads` applies): each pull request's text and
 /// the issues its description closes, and each issue's title line, by number.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadLinks {

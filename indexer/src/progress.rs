@@ -55,14 +55,14 @@ pub(crate) fn line(pb: &ProgressBar) -> String {
     }
 }
 
-/// Without a terminal, prints [`line`] for `pb` to stderr (see [`print_lines`]).
+/// Without a terminal, prints [`line()`] for `pb` to stderr (see [`print_lines`]).
 fn print_lines_unless_terminal(pb: &ProgressBar) {
     if !std::io::stderr().is_terminal() {
         print_lines(pb, line_every(), std::io::stderr());
     }
 }
 
-/// Writes [`line`] for `pb` to `out` about a second after it starts (sooner when `every` is
+/// Writes [`line()`] for `pb` to `out` about a second after it starts (sooner when `every` is
 /// shorter) and then at most every `every`, until it is finished or dropped (the thread holds
 /// no strong handle).
 fn print_lines(pb: &ProgressBar, every: Duration, mut out: impl std::io::Write + Send + 'static) {

@@ -45,6 +45,9 @@ struct Cli {
     command: Command,
 }
 
+// Doc comments here are clap's --help text, shown as written: `<sha>` and bare URLs are
+// meant for a terminal, not for rustdoc.
+#[allow(rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 #[derive(Subcommand)]
 enum Command {
     /// Search once and print the answer.
@@ -146,6 +149,8 @@ enum Command {
 }
 
 /// `hubdex serve`'s flags.
+// As for `Command`: the doc comments are --help text.
+#[allow(rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 #[derive(clap::Args)]
 struct ServeArgs {
     #[arg(long, conflicts_with = "http")]

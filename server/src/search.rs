@@ -332,8 +332,8 @@ pub fn search(
 }
 
 /// [`search`] with the query already embedded (`None` for sparse-only): what a benchmark
-/// times when it compares search alone. The stages: [`retrieve_sparse`] and
-/// [`retrieve_dense`] from every unit, side by side, then [`answer`].
+/// times when it compares search alone. The stages: `retrieve_sparse` and
+/// `retrieve_dense` from every unit, side by side, then `answer`.
 pub fn search_with_vector(
     snap: &OpenSnapshot,
     query_vec: Option<&[f32]>,

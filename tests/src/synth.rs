@@ -64,7 +64,7 @@ fn function(rng: &mut Mix, name: &str) -> String {
 }
 
 /// Writes a history of `commits` commits to a new repository at `dir` (which must not
-/// exist): each commit changes one to four of [`FILES`] Rust files (rewriting one function in
+/// exist): each commit changes one to four of `FILES` Rust files (rewriting one function in
 /// each), with a subject and a body of generated words, a minute apart. Deterministic in
 /// `seed`. Its messages state no edge: [`synthetic_history_with_references`] writes one whose
 /// messages do.

@@ -184,7 +184,7 @@ pub fn next_link(link: &str) -> Option<String> {
 }
 
 impl GitHubClient {
-    /// A client for `api_base` (https://api.github.com, or a GitHub Enterprise `/api/v3` URL),
+    /// A client for `api_base` (`https://api.github.com`, or a GitHub Enterprise `/api/v3` URL),
     /// with an optional token.
     pub fn new(
         api_base: &str,
