@@ -190,10 +190,11 @@ pub struct HistorySpan {
 /// and cloned again while the publish planned its merges, and as a JSON list they made the
 /// manifest of a 400k-commit history 14 MB (docs/performance.md, "The thread numbers of a history's segments").
 /// In JSON it is those bytes in base64 (standard alphabet, padded); a list of numbers (what
-/// manifests held before) reads as well.
+/// manifests held before) reads as well. The bytes are shared: a clone of a manifest entry
+/// (the publish's merge plan clones every build segment's) does not copy them.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ThreadNumbers {
-    gaps: Box<[u8]>,
+    gaps: std::sync::Arc<[u8]>,
     len: usize,
 }
 
@@ -242,7 +243,7 @@ impl FromIterator<i64> for ThreadNumbers {
             gaps.extend_from_slice(&buf[..used]);
             last = n;
         }
-        ThreadNumbers { gaps: gaps.into_boxed_slice(), len: numbers.len() }
+        ThreadNumbers { gaps: gaps.into(), len: numbers.len() }
     }
 }
 
@@ -572,6 +573,8 @@ mod tests {
         assert_eq!(held.len(), 2100);
         // 1000 itself takes two bytes, the gap of 2001 two; the rest one each.
         assert_eq!(held.gaps.len(), 2100 + 2);
+        // A clone (the publish's merge plan clones every manifest entry) shares the bytes.
+        assert!(std::sync::Arc::ptr_eq(&held.clone().gaps, &held.gaps));
         assert_eq!(format!("{:?}", ThreadNumbers::from_iter([3, 1, 2, 3])), "[1, 2, 3]");
         let span: HistorySpan = serde_json::from_str(
             r#"{"first":"a","first_row":0,"last":"b","last_row":1,"ends_commit":true,
