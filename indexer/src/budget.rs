@@ -95,10 +95,10 @@ impl MemoryBudget {
 
     /// How many serving merges a publish may run at once: one per core, as their estimated
     /// memory ([`hubdex_formats::merge_memory_estimate`]) fits the budget less
-    /// `MERGE_RESERVE` (128 MiB); a merge that would not fit writes its text index and vector graph in
-    /// turn rather than side by side. One merge runs whatever the budget (a unit cannot be
-    /// written in parts), so a unit's merge can pass a small budget: docs/performance.md
-    /// measures it.
+    /// `MERGE_RESERVE` (128 MiB); a merge that would not fit writes its text index and vector
+    /// graph in turn rather than side by side. One merge runs whatever the budget (a unit
+    /// cannot be written in parts), so a unit's merge can pass a small budget:
+    /// docs/performance.md measures it.
     pub fn merges(self) -> MergeLimits {
         MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE))
     }

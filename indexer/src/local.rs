@@ -653,8 +653,9 @@ fn named_in(title: Option<&str>, head: &str, repo: &str) -> (Option<i64>, Vec<i6
     (squashed.or(merge), crate::edges::closed_issues(&message, repo))
 }
 
-/// What a crawl's threads say of the commits (what the tests' `link_threads` applies): each pull request's text and
-/// the issues its description closes, and each issue's title line, by number.
+/// What a crawl's threads say of the commits (what the tests' `link_threads` applies): each
+/// pull request's text and the issues its description closes, and each issue's title line, by
+/// number.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadLinks {
     pulls: HashMap<i64, (String, Vec<i64>)>,
