@@ -77,8 +77,8 @@ pub use manifest::{
 };
 pub use merge::{
     MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
-    MERGED_TIER2_TARGET_ROWS, MergeIndexes, MergeLimits, PARALLEL_GRAPH_MIN_ROWS, boundary_after,
-    graph_threads, is_write_of, merge_memory_estimate, merged_id, plan_merges,
+    MERGED_TIER2_TARGET_ROWS, MergeIndexes, MergeLimits, MergeProgress, PARALLEL_GRAPH_MIN_ROWS,
+    boundary_after, graph_threads, is_write_of, merge_memory_estimate, merged_id, plan_merges,
     write_merged_in_memory, write_merged_segment,
 };
 pub use model::{

@@ -128,6 +128,22 @@ pub struct MergeLimits {
     pub parallel: usize,
 }
 
+/// How far a publish's serving merges are ([`crate::Store::merge_for_serving`] reports it
+/// once before the first unit and again as each unit is written or found already stored):
+/// units done of all, and the rows of those units of the rows of all (what a progress line's
+/// rate and ETA are counted in: units range from a few rows to [`MERGED_MAX_ROWS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MergeProgress {
+    /// Units written or found stored.
+    pub done: usize,
+    /// Units in all.
+    pub units: usize,
+    /// The rows of the units done.
+    pub rows_done: u64,
+    /// The rows of all units.
+    pub rows: u64,
+}
+
 impl MergeLimits {
     /// One merge at a time, whatever the memory.
     pub fn one_at_a_time() -> Self {

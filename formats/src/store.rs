@@ -21,7 +21,7 @@ use crate::error::{FormatError, StoreError};
 use crate::manifest::{
     Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta, record_bytes,
 };
-use crate::merge::{MergeIndexes, MergeLimits};
+use crate::merge::{MergeIndexes, MergeLimits, MergeProgress};
 use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
 
@@ -920,7 +920,8 @@ impl Store {
     /// each reused when the store holds it, otherwise written as [`Self::merged_segment`]
     /// writes it. Merges run side by side as `limits` allow ([`MergeLimits`]: one per core,
     /// as their estimated memory fits), which changes no merged segment's bytes. `progress`
-    /// hears (units done, units in all) as each is written or found.
+    /// hears how far they are ([`MergeProgress`]) before the first and as each is written or
+    /// found.
     pub async fn merge_for_serving(
         &self,
         segments: &[ManifestSegment],
@@ -928,7 +929,7 @@ impl Store {
         cache: &Path,
         work: &Path,
         limits: MergeLimits,
-        progress: &(dyn Fn(usize, usize) + Send + Sync),
+        progress: &(dyn Fn(MergeProgress) + Send + Sync),
     ) -> Result<Vec<ManifestSegment>, StoreError> {
         // Memory is counted in MiB permits. A merge whose indexes side by side would pass the
         // whole allowance writes them in turn; estimated over it even so, it takes it all (it
@@ -940,19 +941,28 @@ impl Store {
         let slots = tokio::sync::Semaphore::new(limits.parallel.max(1));
         let groups = crate::merge::plan_merges(segments);
         let stored = &self.merged_segment_ids().await?;
-        let (all, done) = (groups.len(), std::sync::atomic::AtomicUsize::new(0));
-        let finished = || {
-            progress(done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1, all);
+        let rows_of = |group: &[ManifestSegment]| group.iter().map(|s| s.rows).sum::<u64>();
+        let done = std::sync::Mutex::new(MergeProgress {
+            units: groups.len(),
+            rows: groups.iter().map(|g| rows_of(g)).sum(),
+            ..MergeProgress::default()
+        });
+        progress(*done.lock().unwrap_or_else(|e| e.into_inner()));
+        let finished = |rows: u64| {
+            let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+            done.done += 1;
+            done.rows_done += rows;
+            progress(*done);
         };
         let merges = groups.into_iter().map(|group| {
             let (memory, slots, finished) = (&memory, &slots, &finished);
             async move {
                 let id = crate::merge::merged_id(&group);
+                let rows = rows_of(&group);
                 if let Some(entry) = self.stored_merged(&id, stored).await? {
-                    finished();
+                    finished(rows);
                     return Ok(entry);
                 }
-                let rows: u64 = group.iter().map(|s| s.rows).sum();
                 let estimate = |indexes| mib(crate::merge::merge_memory_estimate(rows, indexes));
                 let (indexes, need) = match estimate(MergeIndexes::SideBySide) {
                     need if need <= allowance => (MergeIndexes::SideBySide, need),
@@ -965,7 +975,7 @@ impl Store {
                 let threads = crate::merge::graph_threads(rows);
                 let entry =
                     self.write_merged(&group, &id, model, cache, work, indexes, threads).await?;
-                finished();
+                finished(rows);
                 Ok(entry)
             }
         });

@@ -12,8 +12,8 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeLimits,
-    ModelIdentity, Row, Store, TextEmbedder, Texts, cache_dir, quantize, read_rows, sha256_hex,
-    snapshot_id, start_segment,
+    MergeProgress, ModelIdentity, Row, Store, TextEmbedder, Texts, cache_dir, quantize, read_rows,
+    sha256_hex, snapshot_id, start_segment,
 };
 use indicatif::{MultiProgress, ProgressBar};
 
@@ -947,8 +947,13 @@ pub(crate) async fn publish_segments(
         merges.parallel
     );
     merging.set_message(format!("writing the {what}"));
-    let progress =
-        |done: usize, all: usize| merging.set_message(format!("{what}: {done}/{all} done"));
+    // Counted in rows, so that the plain line's rate and ETA mean something: units range from
+    // a few rows to over a hundred thousand.
+    let progress = |p: MergeProgress| {
+        merging.set_length(p.rows);
+        merging.set_position(p.rows_done);
+        merging.set_message(format!("{what}: {}/{} done, rows", p.done, p.units));
+    };
     let merged = store
         .merge_for_serving(&segments, model, &merge_cache, work, merges, &progress)
         .await

@@ -8,8 +8,8 @@ use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
     BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeIndexes,
-    ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment,
-    write_segment,
+    MergeProgress, ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows,
+    write_merged_segment, write_segment,
 };
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
@@ -336,7 +336,7 @@ fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_re
         let (unit_cache, unit_work) = (work.path().join("cache"), work.path().join("units"));
         let serve = || {
             let limits = MergeLimits::one_at_a_time();
-            store.merge_for_serving(group, &m.model, &unit_cache, &unit_work, limits, &|_, _| {})
+            store.merge_for_serving(group, &m.model, &unit_cache, &unit_work, limits, &|_| {})
         };
         let first = serve().await.unwrap().remove(0);
         let members = merged_id(group);
@@ -410,13 +410,26 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
             assert_eq!(plan_merges(&entries).len(), 3, "each repository a unit of its own");
             let (cache, unit_work) = (store_dir.join("cache"), store_dir.join("units"));
             let heard = std::sync::Mutex::new(Vec::new());
-            let progress = |done, all| heard.lock().unwrap().push((done, all));
+            let progress = |p: MergeProgress| heard.lock().unwrap().push(p);
             let merged = store
                 .merge_for_serving(&entries, &m.model, &cache, &unit_work, limits, &progress)
                 .await
                 .unwrap();
             assert_eq!(merged.len(), 3, "{way}");
-            assert_eq!(*heard.lock().unwrap(), [(1, 3), (2, 3), (3, 3)], "{way}: progress");
+            // Before the first unit, then a unit at a time, its rows added as it is done.
+            let heard = heard.lock().unwrap().clone();
+            let all: u64 = entries.iter().map(|e| e.rows).sum();
+            assert_eq!(heard.len(), 4, "{way}: {heard:?}");
+            assert_eq!(heard[0], MergeProgress { done: 0, units: 3, rows_done: 0, rows: all });
+            for (i, p) in heard.iter().enumerate() {
+                assert_eq!((p.done, p.units, p.rows), (i, 3, all), "{way}: {heard:?}");
+            }
+            let mut steps: Vec<u64> =
+                heard.windows(2).map(|w| w[1].rows_done - w[0].rows_done).collect();
+            let mut unit_rows: Vec<u64> = entries.iter().map(|e| e.rows).collect();
+            steps.sort_unstable();
+            unit_rows.sort_unstable();
+            assert_eq!(steps, unit_rows, "{way}: each unit's rows once");
             // In plan order (by repository), each unit holding its repository's segment.
             for (unit, entry) in merged.iter().zip(&entries) {
                 assert_eq!(unit.members, std::slice::from_ref(&entry.id), "{way}");

@@ -351,7 +351,7 @@ async fn prepare(
             &merge_cache,
             &work.join("merged"),
             limits,
-            &|_, _| {},
+            &|_| {},
         )
         .await?;
     let merge_s = t.elapsed().as_secs_f64();
