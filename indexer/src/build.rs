@@ -18,7 +18,7 @@ use hubdex_formats::{
 use indicatif::{MultiProgress, ProgressBar};
 
 use crate::budget::{self, MemoryBudget};
-use crate::progress::{bar, spinner};
+use crate::progress::{bar, counting_spinner, spinner};
 
 use crate::config::RepoRules;
 use crate::edges::{ReleaseTags, RepoEdges, repo_edges};
@@ -940,7 +940,7 @@ pub(crate) async fn publish_segments(
     // Where builds before the scratch directories wrote serving units: what a killed one left
     // there would stay for good.
     let _ = std::fs::remove_dir_all(merge_cache.join("work"));
-    let merging = spinner(None);
+    let merging = counting_spinner(None);
     let what = format!(
         "serving units of {} build segments (up to {} written at once, as memory allows)",
         segments.len(),

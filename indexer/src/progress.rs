@@ -38,6 +38,17 @@ pub(crate) fn spinner(mp: Option<&MultiProgress>) -> ProgressBar {
     pb
 }
 
+/// A spinner of `mp` (see [`spinner`]) that counts toward a length as well: on a terminal it
+/// shows `message: pos/len (ETA)`, as [`line()`] does without one (with the rate).
+pub(crate) fn counting_spinner(mp: Option<&MultiProgress>) -> ProgressBar {
+    let pb = spinner(mp);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {human_pos}/{human_len} (ETA {eta})")
+            .expect("valid template"),
+    );
+    pb
+}
+
 /// The plain line for the state of `pb`.
 pub(crate) fn line(pb: &ProgressBar) -> String {
     let head = [pb.prefix(), pb.message()].join(" ").trim().to_string();
@@ -104,6 +115,17 @@ mod tests {
         let s = ProgressBar::hidden();
         s.set_message("crawling owner/name: 400 commits");
         assert_eq!(line(&s), "crawling owner/name: 400 commits");
+    }
+
+    #[test]
+    fn a_counting_spinner_s_line_counts_toward_its_length() {
+        let pb = counting_spinner(None);
+        pb.set_message("serving units: 1/2 done, rows");
+        pb.set_length(40_000);
+        pb.set_position(10_000);
+        let l = line(&pb);
+        assert!(l.starts_with("serving units: 1/2 done, rows: 10000/40000 ("), "{l}");
+        pb.finish_and_clear();
     }
 
     /// A `Write` the test can read back.
