@@ -18,7 +18,7 @@ use hubdex_formats::{
 use indicatif::{MultiProgress, ProgressBar};
 
 use crate::budget::{self, MemoryBudget};
-use crate::progress::{bar, counting_spinner, spinner};
+use crate::progress::{bar, count, counting_spinner, spinner, stop_counting};
 
 use crate::config::RepoRules;
 use crate::edges::{ReleaseTags, RepoEdges, repo_edges};
@@ -557,9 +557,10 @@ pub(crate) fn cut_stream(
                 |place, all| {
                     let skipped = place - read.get();
                     progress.set_message(format!(
-                        "reading {repo}: {place} of {all} commits ({skipped} of them in build \
-                             segments reused as they were)"
-                    ))
+                        "reading {repo} ({skipped} commits in build segments reused as they \
+                             were), commits"
+                    ));
+                    count(&progress, place as u64, all as u64);
                 },
                 |commit, rows| {
                     if last_read.replace(Some(commit)) != Some(commit) {
@@ -596,6 +597,7 @@ pub(crate) fn cut_stream(
                 None => break,
             }
         }
+        stop_counting(&progress);
         let skipped = if cutter.reused_any() { (all - read.get()) as u64 } else { 0 };
         // Threads and releases, then the files at HEAD by path: the stream's order (the files'
         // rows are none of the held ones).

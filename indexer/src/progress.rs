@@ -42,11 +42,27 @@ pub(crate) fn spinner(mp: Option<&MultiProgress>) -> ProgressBar {
 /// shows `message: pos/len (ETA)`, as [`line()`] does without one (with the rate).
 pub(crate) fn counting_spinner(mp: Option<&MultiProgress>) -> ProgressBar {
     let pb = spinner(mp);
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg}: {human_pos}/{human_len} (ETA {eta})")
-            .expect("valid template"),
-    );
+    count(&pb, 0, 0);
     pb
+}
+
+/// Has the spinner `pb` count: `pos` of `len` (see [`counting_spinner`]), until
+/// [`stop_counting`].
+pub(crate) fn count(pb: &ProgressBar, pos: u64, len: u64) {
+    if pb.length().is_none() {
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg}: {human_pos}/{human_len} (ETA {eta})")
+                .expect("valid template"),
+        );
+    }
+    pb.set_length(len);
+    pb.set_position(pos);
+}
+
+/// A spinner that counted ([`count`]) goes back to its message alone.
+pub(crate) fn stop_counting(pb: &ProgressBar) {
+    pb.unset_length();
+    pb.set_style(ProgressStyle::default_spinner());
 }
 
 /// The plain line for the state of `pb`.
@@ -126,6 +142,15 @@ mod tests {
         let l = line(&pb);
         assert!(l.starts_with("serving units: 1/2 done, rows: 10000/40000 ("), "{l}");
         pb.finish_and_clear();
+        // A spinner counts for a while, then says its message alone again.
+        let s = spinner(None);
+        s.set_message("reading owner/name, commits");
+        count(&s, 30, 120);
+        assert!(line(&s).starts_with("reading owner/name, commits: 30/120 ("), "{}", line(&s));
+        stop_counting(&s);
+        s.set_message("crawling owner/name");
+        assert_eq!(line(&s), "crawling owner/name");
+        s.finish_and_clear();
     }
 
     /// A `Write` the test can read back.
