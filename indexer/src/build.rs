@@ -18,7 +18,7 @@ use hubdex_formats::{
 use indicatif::{MultiProgress, ProgressBar};
 
 use crate::budget::{self, MemoryBudget};
-use crate::progress::{bar, count, counting_spinner, spinner, stop_counting};
+use crate::progress::{bar, count, spinner, stop_counting};
 
 use crate::config::RepoRules;
 use crate::edges::{ReleaseTags, RepoEdges, repo_edges};
@@ -942,7 +942,7 @@ pub(crate) async fn publish_segments(
     // Where builds before the scratch directories wrote serving units: what a killed one left
     // there would stay for good.
     let _ = std::fs::remove_dir_all(merge_cache.join("work"));
-    let merging = counting_spinner(None);
+    let merging = spinner(None);
     let what = format!(
         "serving units of {} build segments (up to {} written at once, as memory allows)",
         segments.len(),
@@ -952,8 +952,7 @@ pub(crate) async fn publish_segments(
     // Counted in rows, so that the plain line's rate and ETA mean something: units range from
     // a few rows to over a hundred thousand.
     let progress = |p: MergeProgress| {
-        merging.set_length(p.rows);
-        merging.set_position(p.rows_done);
+        count(&merging, p.rows_done, p.rows);
         merging.set_message(format!("{what}: {}/{} done, rows", p.done, p.units));
     };
     let merged = store

@@ -38,16 +38,8 @@ pub(crate) fn spinner(mp: Option<&MultiProgress>) -> ProgressBar {
     pb
 }
 
-/// A spinner of `mp` (see [`spinner`]) that counts toward a length as well: on a terminal it
-/// shows `message: pos/len (ETA)`, as [`line()`] does without one (with the rate).
-pub(crate) fn counting_spinner(mp: Option<&MultiProgress>) -> ProgressBar {
-    let pb = spinner(mp);
-    count(&pb, 0, 0);
-    pb
-}
-
-/// Has the spinner `pb` count: `pos` of `len` (see [`counting_spinner`]), until
-/// [`stop_counting`].
+/// Has the spinner `pb` count: `pos` of `len`, until [`stop_counting`]. On a terminal it shows
+/// `message: pos/len (ETA)`, as [`line()`] does without one (with the rate).
 pub(crate) fn count(pb: &ProgressBar, pos: u64, len: u64) {
     if pb.length().is_none() {
         pb.set_style(
@@ -135,10 +127,9 @@ mod tests {
 
     #[test]
     fn a_counting_spinner_s_line_counts_toward_its_length() {
-        let pb = counting_spinner(None);
+        let pb = spinner(None);
         pb.set_message("serving units: 1/2 done, rows");
-        pb.set_length(40_000);
-        pb.set_position(10_000);
+        count(&pb, 10_000, 40_000);
         let l = line(&pb);
         assert!(l.starts_with("serving units: 1/2 done, rows: 10000/40000 ("), "{l}");
         pb.finish_and_clear();
