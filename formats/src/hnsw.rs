@@ -2,7 +2,10 @@
 //! small, read through a memory map with nothing per vector in anonymous memory.
 //!
 //! The graph is the one usearch builds (same options, same insert order, so the same links as a
-//! format-6 `vectors.usearch`); the file is laid out for reading it:
+//! format-6 `vectors.usearch`), converted ([`convert_usearch`]); or one of the same shape that
+//! hubdex's own [`HnswWriter`] (`hnsw/writer.rs`) builds on the sign codes below, holding ~190
+//! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::Codes`, not yet what a
+//! build uses). The file is laid out for reading it:
 //!
 //! - one bit per dimension per vector (the sign of the vector minus the segment's mean vector):
 //!   the graph walk scores neighbours on these codes, 48 bytes a vector for 384 dimensions;
@@ -40,6 +43,11 @@ use std::path::{Path, PathBuf};
 use tantivy::directory::{Directory, MmapDirectory, OwnedBytes};
 
 use crate::error::FormatError;
+
+mod writer;
+
+use writer::code_of;
+pub(crate) use writer::{HnswWriter, MeanOf};
 
 /// The file's first eight bytes.
 const MAGIC: &[u8; 8] = b"HUBDEXHN";
@@ -372,14 +380,13 @@ fn unit_of(v: &[u8], out: &mut [f32]) {
 pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatError> {
     let u = UsearchFile::open(src, dim)?;
     let count = u.count;
-    let mut mean = vec![0f64; dim];
-    let mut unit = vec![0f32; dim];
+    let mut mean = MeanOf::new(dim);
     u.for_each_vector(|v| {
-        unit_of(v, &mut unit);
-        mean.iter_mut().zip(&unit).for_each(|(m, x)| *m += f64::from(*x));
+        mean.add(v);
         Ok(())
     })?;
-    let mean: Vec<f32> = mean.iter().map(|m| (*m / count.max(1) as f64) as f32).collect();
+    let mean = mean.mean();
+    let mut unit = vec![0f32; dim];
     let upper_slots: Vec<u32> = (0..count).filter(|&s| u.level(s) > 0).map(|s| s as u32).collect();
     let upper_words: usize = upper_slots.iter().map(|&s| u.level(s as usize) * (1 + u.m)).sum();
     let to_u32 = |n: usize, what: &str| {
@@ -423,12 +430,7 @@ pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatE
     let mut code = vec![0u8; header.code_bytes() as usize];
     u.for_each_vector(|v| {
         unit_of(v, &mut unit);
-        code.fill(0);
-        for (d, (x, m)) in unit.iter().zip(&mean).enumerate() {
-            if x > m {
-                code[d / 8] |= 1 << (d % 8);
-            }
-        }
+        code_of(&unit, &mean, &mut code);
         w.put(&code).map_err(io)
     })?;
     w.end_section().map_err(io)?;
@@ -834,6 +836,127 @@ mod tests {
         // The tolerance: 95% of the exact top 10 (the 100k bench finds 96.7%, usearch's own
         // i8 walk 93.7%).
         assert!(found as f64 >= 0.95 * asked as f64, "{found} of {asked}");
+    }
+
+    /// `vectors.hnsw` of `vectors` (and of some rows' `second` vectors) by [`HnswWriter`],
+    /// around their mean.
+    fn written_by_codes(
+        dir: &Path,
+        vectors: &[Vec<f32>],
+        second: &[(u32, &[f32])],
+        threads: usize,
+    ) -> PathBuf {
+        let path = dir.join("vectors.hnsw");
+        let dim = vectors.first().map_or(8, Vec::len);
+        let kept: Vec<Vec<i8>> = vectors.iter().map(|v| quantize(v)).collect();
+        let second: Vec<(u32, Vec<i8>)> = second.iter().map(|(o, v)| (*o, quantize(v))).collect();
+        let mut mean = MeanOf::new(dim);
+        kept.iter().chain(second.iter().map(|(_, v)| v)).for_each(|v| mean.add_i8(v));
+        let mut w = HnswWriter::new(&path, dim, mean.mean(), kept.len(), threads).unwrap();
+        for (o, v) in kept.iter().enumerate() {
+            w.add(o, v).unwrap();
+        }
+        for (o, v) in &second {
+            w.add_second(*o as usize, v).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn a_graph_built_on_codes_finds_the_exact_top_10_as_usearch_s_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let vectors = clustered(3000, 64);
+        let ours = HnswIndex::open(&written_by_codes(dir.path(), &vectors, &[], 2), 64, 3000, 0);
+        let ours = ours.unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let usearch = HnswIndex::open(&written(other.path(), &vectors, &[]), 64, 3000, 0).unwrap();
+        let found = |index: &HnswIndex| {
+            let mut found = 0;
+            for q in vectors.iter().step_by(37) {
+                let exact: Vec<u64> = index.exact(q, 10).into_iter().map(|h| h.0).collect();
+                let got = index.search(q, 10, DEFAULT_EF, None, None).unwrap();
+                found += got.iter().filter(|h| exact.contains(&h.0)).count();
+            }
+            found
+        };
+        let (ours, theirs, asked) =
+            (found(&ours), found(&usearch), vectors.len().div_ceil(37) * 10);
+        // The same tolerance as usearch's graph is held to, and no fewer than 1% below it.
+        assert!(ours as f64 >= 0.95 * asked as f64, "{ours} of {asked}");
+        assert!(
+            ours as f64 >= 0.99 * theirs as f64,
+            "{ours} against usearch's {theirs} of {asked}"
+        );
+        // Nothing is left beside the file.
+        let left: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["vectors.hnsw"]);
+    }
+
+    #[test]
+    fn a_graph_built_on_codes_is_the_same_bytes_each_time_and_serves_second_vectors() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let vectors = clustered(700, 16);
+        let far: Vec<f32> = clustered(721, 16)[720].iter().map(|x| -x).collect();
+        let second = [(7u32, far.as_slice())];
+        let (pa, pb) = (
+            written_by_codes(a.path(), &vectors, &second, 1),
+            written_by_codes(b.path(), &vectors, &second, 3),
+        );
+        assert_eq!(std::fs::read(&pa).unwrap(), std::fs::read(&pb).unwrap());
+        let index = HnswIndex::open(&pa, 16, 700, 1).unwrap();
+        let hits = index.search(&far, 5, DEFAULT_EF, None, None).unwrap();
+        assert_eq!(hits[0].0, 7, "{hits:?}");
+        assert_eq!(hits.iter().filter(|h| h.0 == 7).count(), 1, "{hits:?}");
+        // An empty graph is a file that answers nothing.
+        let empty = written_by_codes(b.path(), &[], &[], 1);
+        let index = HnswIndex::open(&empty, 8, 0, 0).unwrap();
+        assert!(index.search(&[1.0; 8], 5, DEFAULT_EF, None, None).unwrap().is_empty());
+    }
+
+    /// Many batches (6,000 rows, every tenth with a second vector), written on one thread and
+    /// on three: the same bytes, and each vector found first by its own search.
+    #[test]
+    fn a_graph_built_on_codes_on_several_threads_holds_every_vector_and_finds_each() {
+        let (dim, n) = (64, 6_000);
+        let all = clustered(n + n / 10, dim);
+        let (vectors, extra) = all.split_at(n);
+        let seconds: Vec<(u32, &[f32])> =
+            (0..n as u32).step_by(10).zip(extra).map(|(o, v)| (o, v.as_slice())).collect();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = written_by_codes(a.path(), vectors, &seconds, 1);
+        let three = written_by_codes(b.path(), vectors, &seconds, 3);
+        assert_eq!(std::fs::read(&one).unwrap(), std::fs::read(&three).unwrap());
+        let index = HnswIndex::open(&one, dim, n as u64, seconds.len() as u64).unwrap();
+        let first = |q: &[f32], want: u64| {
+            usize::from(index.search(q, 1, DEFAULT_EF, None, None).unwrap()[0].0 == want)
+        };
+        let mut found = 0;
+        for (i, v) in vectors.iter().enumerate().step_by(7) {
+            found += first(v, i as u64);
+        }
+        for (o, v) in seconds.iter().step_by(3) {
+            found += first(v, u64::from(*o));
+        }
+        let asked = n.div_ceil(7) + seconds.len().div_ceil(3);
+        assert!(found * 100 >= asked * 98, "found {found} of {asked} first");
+    }
+
+    #[test]
+    fn a_vector_of_another_dimension_is_refused_and_a_dropped_writer_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vectors.hnsw");
+        let mut w = HnswWriter::new(&path, 16, vec![0.0; 16], 4, 1).unwrap();
+        w.add(0, &[1; 16]).unwrap();
+        let err = w.add(1, &[1; 8]).unwrap_err().to_string();
+        assert!(err.contains("8 dimensions, not 16") && err.contains("vectors.hnsw"), "{err}");
+        let err = w.add(1 << 31, &[1; 16]).unwrap_err().to_string();
+        assert!(err.contains("does not fit 31 bits"), "{err}");
+        drop(w);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let err = HnswWriter::new(&path, 16, vec![0.0; 8], 4, 1).err().unwrap().to_string();
+        assert!(err.contains("a mean of 8 dimensions for 16"), "{err}");
     }
 
     #[test]

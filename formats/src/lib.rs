@@ -76,7 +76,7 @@ pub use manifest::{
     ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers, snapshot_id,
 };
 pub use merge::{
-    MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
+    GraphBuilder, MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
     MERGED_TIER2_TARGET_ROWS, MergeIndexes, MergeLimits, MergeProgress, PARALLEL_GRAPH_MIN_ROWS,
     boundary_after, graph_threads, is_write_of, merge_memory_estimate, merged_id, plan_merges,
     write_merged_in_memory, write_merged_segment,

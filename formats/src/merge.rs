@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::FormatError;
 use crate::files::{FILES_DIR, FILES_PARQUET, FileStoreWriter, read_files};
+use crate::hnsw::{HnswWriter, MeanOf};
 use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMeta};
 use crate::row::sha256_hex;
 use crate::rows::{Columns, read_rows, row_batches};
@@ -62,6 +63,49 @@ pub enum MergeIndexes {
     /// The vector graph, then the text index (and file store): one thread, holding the larger
     /// of the two. What a merge does when side by side would pass its memory allowance.
     InTurn,
+}
+
+/// Which builder writes a streamed merge's vector graph (the same `vectors.hnsw` layout, read
+/// the same way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphBuilder {
+    /// usearch's, holding each vector and its links in memory (~600 bytes a vector): what a
+    /// build uses.
+    Usearch,
+    /// hubdex's own (`HnswWriter`): the walk on sign codes, ~190 bytes a vector, the i8 vectors
+    /// in a file beside; the same bytes on any number of threads. Not yet what a build uses: a
+    /// 400k-commit build's publish was several times slower with it (docs/performance.md, "A
+    /// graph writer of our own"); `hubdex-bench merge --graph codes` measures it.
+    Codes,
+}
+
+/// A streamed merge's vector graph, by either builder.
+enum Graph {
+    Usearch(VectorIndexBuilder),
+    Codes(Box<HnswWriter>),
+}
+
+impl Graph {
+    fn add(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
+        match self {
+            Graph::Usearch(g) => g.add(ordinal, v),
+            Graph::Codes(g) => g.add(ordinal, v),
+        }
+    }
+
+    fn add_second(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
+        match self {
+            Graph::Usearch(g) => g.add_second(ordinal, v),
+            Graph::Codes(g) => g.add_second(ordinal, v),
+        }
+    }
+
+    fn finish(self) -> Result<(), FormatError> {
+        match self {
+            Graph::Usearch(g) => g.save(),
+            Graph::Codes(g) => g.finish(),
+        }
+    }
 }
 
 /// What writing one merged segment of `rows` rows holds at its peak, in bytes: an estimate
@@ -303,7 +347,8 @@ pub fn graph_threads(rows: u64) -> usize {
 ///
 /// `indexes` says whether the text index and the vector graph are written side by side or in
 /// turn (the same files either way); `graph_threads` how many threads insert into the vector
-/// graph ([`graph_threads`]: on more than one the graph differs in bytes from write to write).
+/// graph ([`graph_threads`]: on more than one usearch's graph differs in bytes from write to
+/// write); `builder` which builder writes it ([`GraphBuilder`]).
 /// `id` is the members' id ([`merged_id`]); the segment is named by its write
 /// ([`is_write_of`]), as the returned meta says.
 pub fn write_merged_segment(
@@ -313,6 +358,7 @@ pub fn write_merged_segment(
     model: &ModelIdentity,
     indexes: MergeIndexes,
     graph_threads: usize,
+    builder: GraphBuilder,
 ) -> Result<SegmentMeta, FormatError> {
     let mut metas = Vec::with_capacity(member_dirs.len());
     for m in member_dirs {
@@ -371,12 +417,37 @@ pub fn write_merged_segment(
         Ok(stats)
     };
     let vectors = || -> Result<u64, FormatError> {
-        let mut graph = VectorIndexBuilder::new(
-            &dir.join(VECTORS_HNSW),
-            model.dim,
-            rows + seconds,
-            graph_threads,
-        )?;
+        let path = dir.join(VECTORS_HNSW);
+        let mut graph = match builder {
+            GraphBuilder::Usearch => Graph::Usearch(VectorIndexBuilder::new(
+                &path,
+                model.dim,
+                rows + seconds,
+                graph_threads,
+            )?),
+            GraphBuilder::Codes => {
+                // The point the graph's sign codes are taken around: a pass over the vectors.
+                let mut mean = MeanOf::new(model.dim);
+                for m in member_dirs {
+                    for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+                        for row in &batch? {
+                            mean.add_i8(&row.embedding);
+                            if !row.title_embedding.is_empty() {
+                                mean.add_i8(&row.title_embedding);
+                            }
+                        }
+                    }
+                }
+                let (dim, capacity) = (model.dim, rows + seconds);
+                Graph::Codes(Box::new(HnswWriter::new(
+                    &path,
+                    dim,
+                    mean.mean(),
+                    capacity,
+                    graph_threads,
+                )?))
+            }
+        };
         let mut ordinal = 0;
         for m in member_dirs {
             for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Embedding)? {
@@ -400,7 +471,7 @@ pub fn write_merged_segment(
                 crate::malloc::give_back_freed();
             }
         }
-        graph.save()?;
+        graph.finish()?;
         Ok(second)
     };
     // The text and vector indexes are independent: built side by side, as write_indexes does,

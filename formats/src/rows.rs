@@ -168,6 +168,8 @@ pub(crate) enum Columns {
     Embedding,
     /// The identity and the second (title) vector.
     TitleEmbedding,
+    /// The identity and both vectors.
+    Vectors,
     /// The identity, `content_sha256` and `title`: which texts the rows embed
     /// ([`read_text_keys`]).
     TextKeys,
@@ -193,6 +195,7 @@ pub(crate) fn row_batches(
                 Columns::TextKeys => {
                     matches!(name, "id" | "type" | "repo" | "entity" | "content_sha256" | "title")
                 }
+                Columns::Vectors => vector || matches!(name, "id" | "type" | "repo" | "entity"),
                 Columns::Embedding | Columns::TitleEmbedding => {
                     let wanted =
                         if columns == Columns::Embedding { "embedding" } else { "title_embedding" };

@@ -1060,8 +1060,10 @@ impl Store {
         let dir = work.join(id);
         let _ = std::fs::remove_dir_all(&dir);
         let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
-        let write =
-            move || crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes, graph_threads);
+        let write = move || {
+            let builder = crate::merge::GraphBuilder::Usearch;
+            crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes, graph_threads, builder)
+        };
         tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;

@@ -1,5 +1,7 @@
 //! The HNSW index over row ordinals: built by usearch, written as `vectors.hnsw` (format 7,
-//! [`crate::hnsw`]); `vectors.usearch` of formats 1 to 6 is still read, through usearch's view.
+//! [`crate::hnsw`]; a merge may build it with hubdex's own writer instead,
+//! [`crate::hnsw::HnswWriter`]); `vectors.usearch` of formats 1 to 6 is still read, through
+//! usearch's view.
 
 use std::path::Path;
 

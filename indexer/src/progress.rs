@@ -62,9 +62,13 @@ pub(crate) fn line(pb: &ProgressBar) -> String {
     let head = [pb.prefix(), pb.message()].join(" ").trim().to_string();
     match pb.length() {
         Some(len) if len > 0 => {
-            let (pos, rate) = (pb.position(), pb.per_sec());
+            // The rate since the stage began: indicatif's own (a recent average) falls to 0 while
+            // a long step (a large serving unit) runs, and its ETA to centuries.
+            let (pos, secs) = (pb.position(), pb.elapsed().as_secs_f64());
+            let rate = if secs > 0.0 { pos as f64 / secs } else { 0.0 };
             let eta = if rate > 0.0 && pos < len {
-                format!(", ETA {}", indicatif::HumanDuration(pb.eta()))
+                let left = Duration::from_secs_f64((len - pos) as f64 / rate);
+                format!(", ETA {}", indicatif::HumanDuration(left))
             } else {
                 String::new()
             };
@@ -123,6 +127,21 @@ mod tests {
         let s = ProgressBar::hidden();
         s.set_message("crawling owner/name: 400 commits");
         assert_eq!(line(&s), "crawling owner/name: 400 commits");
+    }
+
+    /// The rate is the stage's since it began, so a long step leaves it (and the ETA) where
+    /// the stage's pace puts them, not at 0/s and centuries.
+    #[test]
+    fn a_line_s_rate_and_eta_are_the_stage_s_average() {
+        let pb = ProgressBar::hidden();
+        pb.set_length(100);
+        std::thread::sleep(Duration::from_millis(200));
+        pb.inc(50);
+        let l = line(&pb);
+        let rate: f64 =
+            l.split('(').nth(1).and_then(|r| r.split("/s").next()).unwrap().parse().unwrap();
+        assert!((1.0..=250.0).contains(&rate), "50 in at least 0.2 s: {l}");
+        assert!(l.contains(", ETA ") && !l.contains("year"), "{l}");
     }
 
     #[test]

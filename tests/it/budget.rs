@@ -384,6 +384,7 @@ fn serve_each_segment_alone(store_dir: &Path) {
                 &prev.model,
                 side_by_side,
                 1,
+                hubdex_formats::GraphBuilder::Usearch,
             )
             .unwrap();
             merged.push(store.upload_segment(&dir, |_| {}).await.unwrap());

@@ -251,8 +251,17 @@ fn a_merged_segment_serves_the_same_rows_as_its_members() {
             let d = store.fetch_segment(s, &cache).await.unwrap();
             assert!(Segment::open(&d).is_err(), "a format-5 build segment has no serving files");
             let alone = dir.path().join("alone").join(&s.id);
-            write_merged_segment(&alone, "alone", &[d], &m.model, MergeIndexes::SideBySide, 1)
-                .unwrap();
+            let usearch = hubdex_formats::GraphBuilder::Usearch;
+            write_merged_segment(
+                &alone,
+                "alone",
+                &[d],
+                &m.model,
+                MergeIndexes::SideBySide,
+                1,
+                usearch,
+            )
+            .unwrap();
             members.push(Arc::new(Segment::open(&alone).unwrap()));
         }
         let unmerged = OpenSnapshot::new(Manifest { merged: Vec::new(), ..m.clone() }, members);
@@ -324,6 +333,61 @@ async fn first_segment_rows() -> (Manifest, Vec<Row>) {
     (m, rows)
 }
 
+/// hubdex's own graph writer (`GraphBuilder::Codes`, which builds do not use yet) writes a
+/// merged segment that opens like usearch's: the same rows, and each row's own vector finds
+/// it first; written on one thread and on two, the same graph.
+#[test]
+fn a_merged_graph_written_on_codes_serves_its_rows_and_is_the_same_on_any_thread_count() {
+    use hubdex_formats::{GraphBuilder, MergeIndexes, VECTOR_SCALAR, VectorIndex, merged_id};
+    runtime().block_on(async {
+        let (m, rows) = first_segment_rows().await;
+        let work = tempfile::tempdir().unwrap();
+        let store = Store::open(&work.path().join("store").display().to_string()).unwrap();
+        let entry = upload_as(&store, work.path(), "o/r", &rows, &m.model).await;
+        let member = store.fetch_segment(&entry, &work.path().join("cache")).await.unwrap();
+        let id = merged_id(std::slice::from_ref(&entry));
+        let write = |name: &str, threads: usize| {
+            let dir = work.path().join(name);
+            let (members, in_turn) = (std::slice::from_ref(&member), MergeIndexes::InTurn);
+            let meta = write_merged_segment(
+                &dir,
+                &id,
+                members,
+                &m.model,
+                in_turn,
+                threads,
+                GraphBuilder::Codes,
+            )
+            .unwrap();
+            (dir, meta)
+        };
+        let ((one, meta), (two, _)) = (write("one", 1), write("two", 2));
+        let graph = |d: &std::path::Path| std::fs::read(d.join("vectors.hnsw")).unwrap();
+        assert_eq!(graph(&one), graph(&two));
+        assert_eq!(meta.rows, rows.len() as u64);
+        assert_eq!(Segment::open(&one).unwrap().meta.rows, rows.len() as u64);
+        let index = VectorIndex::open(
+            &one.join("vectors.hnsw"),
+            m.model.dim,
+            meta.rows,
+            meta.second_vectors,
+            VECTOR_SCALAR,
+        )
+        .unwrap();
+        // In the merged segment's order: its member's (sorted by id when it was written).
+        let rows = read_rows(&member.join("rows.parquet"), true).unwrap();
+        let mut first = 0;
+        for (i, r) in rows.iter().enumerate() {
+            let q: Vec<f32> = r.embedding.iter().map(|&x| f32::from(x)).collect();
+            let hit = index.search(&q, 1, None).unwrap()[0];
+            // Rows with equal vectors (the same text) may answer for each other.
+            first +=
+                usize::from(hit.0 == i as u64 || rows[hit.0 as usize].embedding == r.embedding);
+        }
+        assert!(first * 100 >= rows.len() * 98, "{first} of {} found first", rows.len());
+    });
+}
+
 #[test]
 fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_reused() {
     use hubdex_formats::{MergeIndexes, MergeLimits, is_write_of, merged_id};
@@ -347,9 +411,11 @@ fn a_merged_segment_is_stored_as_a_write_of_its_own_and_any_complete_write_is_re
         // with an id of its own, and neither builder's files touch the other's.
         let fetched = store.fetch_segment(&entry, &unit_cache).await.unwrap();
         let again = work.path().join("again");
-        let side_by_side = MergeIndexes::SideBySide;
+        let (side_by_side, usearch) =
+            (MergeIndexes::SideBySide, hubdex_formats::GraphBuilder::Usearch);
         let meta =
-            write_merged_segment(&again, &members, &[fetched], &m.model, side_by_side, 2).unwrap();
+            write_merged_segment(&again, &members, &[fetched], &m.model, side_by_side, 2, usearch)
+                .unwrap();
         assert!(is_write_of(&meta.id, &members), "{}", meta.id);
         assert_ne!(meta.id, first.id);
         let second = store.upload_segment(&again, |_| {}).await.unwrap();

@@ -140,6 +140,10 @@ enum Command {
         /// build takes for a unit of that size, `hubdex_formats::graph_threads`).
         #[arg(long)]
         graph_threads: Option<usize>,
+        /// The graph's builder: `usearch` (what a build uses) or `codes` (hubdex's own,
+        /// `hubdex_formats::GraphBuilder::Codes`).
+        #[arg(long, default_value = "usearch")]
+        graph: String,
     },
     /// A synthetic history for the build-scale bench (issue 30).
     History {
@@ -370,6 +374,7 @@ async fn prepare(
             &base_manifest.model,
             hubdex_formats::MergeIndexes::SideBySide,
             hubdex_formats::graph_threads(rows),
+            hubdex_formats::GraphBuilder::Usearch,
         )?;
         one_repo_change = json!({"merged_rows": meta.rows, "members": group.len(), "seconds": t.elapsed().as_secs_f64()});
         std::fs::remove_dir_all(&dir)?;
@@ -898,7 +903,13 @@ async fn merge_bench(
     store_dir: &Path,
     way: &str,
     graph_threads: Option<usize>,
+    graph: &str,
 ) -> anyhow::Result<Value> {
+    let builder = match graph {
+        "usearch" => hubdex_formats::GraphBuilder::Usearch,
+        "codes" => hubdex_formats::GraphBuilder::Codes,
+        other => anyhow::bail!("--graph {other:?}: usearch or codes"),
+    };
     let store = Store::open(store_dir.to_str().context("utf-8 store path")?)?;
     let manifest = store.latest_manifest().await?;
     let group = hubdex_formats::plan_merges(&manifest.segments)
@@ -933,6 +944,7 @@ async fn merge_bench(
             &manifest.model,
             indexes,
             threads,
+            builder,
         )?,
         None => hubdex_formats::write_merged_in_memory(&out, &id, &dirs, &manifest.model)?,
     };
@@ -950,9 +962,11 @@ async fn merge_bench(
         false => Value::Null,
     };
     std::fs::remove_dir_all(&out)?;
-    Ok(json!({"way": way, "graph_threads": threads, "members": group.len(), "rows": meta.rows,
+    Ok(
+        json!({"way": way, "graph": graph, "graph_threads": threads, "members": group.len(), "rows": meta.rows,
               "seconds": seconds, "peak_rss_kib": peak_kib, "peak_before_merge_kib": start_kib,
-              "vectors_sha256": vectors, "recall_at_10": recall_at_10}))
+              "vectors_sha256": vectors, "recall_at_10": recall_at_10}),
+    )
 }
 
 /// A merged graph's recall of the exact top 10 (as served: ef 192, every candidate rescored),
@@ -1300,8 +1314,8 @@ fn main() -> anyhow::Result<()> {
         Command::Embed { base, model, n, texts_out, vectors_out, batch_tokens } => rt.block_on(
             embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref(), batch_tokens),
         )?,
-        Command::Merge { store, way, graph_threads } => {
-            rt.block_on(merge_bench(&store, &way, graph_threads))?
+        Command::Merge { store, way, graph_threads, graph } => {
+            rt.block_on(merge_bench(&store, &way, graph_threads, &graph))?
         }
         Command::History { out, commits, seed, references } => {
             let t = Instant::now();
