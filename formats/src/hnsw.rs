@@ -3,7 +3,7 @@
 //!
 //! The graph is the one usearch builds (same options, same insert order, so the same links as a
 //! format-6 `vectors.usearch`), converted ([`convert_usearch`]); or one of the same shape that
-//! hubdex's own [`HnswWriter`] (`hnsw/writer.rs`) builds on the sign codes below, holding ~190
+//! hubdex's own `HnswWriter` (`hnsw/writer.rs`) builds on the sign codes below, holding ~190
 //! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::Codes`, not yet what a
 //! build uses). The file is laid out for reading it:
 //!

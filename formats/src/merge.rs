@@ -73,9 +73,10 @@ pub enum GraphBuilder {
     /// build uses.
     Usearch,
     /// hubdex's own (`HnswWriter`): the walk on sign codes, ~190 bytes a vector, the i8 vectors
-    /// in a file beside; the same bytes on any number of threads. Not yet what a build uses: a
-    /// 400k-commit build's publish was several times slower with it (docs/performance.md, "A
-    /// graph writer of our own"); `hubdex-bench merge --graph codes` measures it.
+    /// in a file beside; the same bytes on any number of threads. Not yet what a build uses: on
+    /// a 400k-commit build's largest unit it took 1.25× usearch's time and its recall@10 fell
+    /// from 0.726 to 0.646 (docs/performance.md, "A graph writer of our own");
+    /// `hubdex-bench merge --graph codes` measures it.
     Codes,
 }
 

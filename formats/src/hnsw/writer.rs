@@ -113,8 +113,9 @@ fn hamming(a: &[u8], b: &[u8]) -> u32 {
 
 /// A query's table over sign codes by halves of bytes: for each 4 dimensions, the estimate's
 /// part for each of the 16 values of their bits (a set bit adds the query's value, a clear one
-/// subtracts it). [`super::code_table`]'s sums, in 16 entries where it has 256: a walk reads it
-/// from the first-level cache (6 KiB at 384 dimensions, where the byte table is 48).
+/// subtracts it): the sums of the search's byte table (`HnswIndex::table`) in 16 entries where
+/// it has 256, so a walk reads it from the first-level cache (6 KiB at 384 dimensions, where
+/// the byte table is 48).
 fn nibble_table(query: &[f32], code_bytes: usize) -> Vec<[f32; 16]> {
     (0..2 * code_bytes)
         .map(|h| {
