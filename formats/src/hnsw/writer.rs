@@ -224,12 +224,13 @@ impl Visited {
 }
 
 /// A vector waiting in the batch: its slot, level and values (as i16, for [`dot`]), with its
-/// squared norm.
+/// squared norm and its unit vector (what its walk's table is made from).
 struct Pending {
     slot: u32,
     level: usize,
     values: Vec<i16>,
     norm: f32,
+    unit: Vec<f32>,
 }
 
 fn cosine(dot: i32, a: f32, b: f32) -> f32 {
@@ -406,7 +407,8 @@ impl HnswWriter {
         self.links.push_node(slot, level);
         let values: Vec<i16> = v.iter().map(|&x| i16::from(x)).collect();
         let norm = dot(&values, &values) as f32;
-        self.batch.push(Pending { slot, level, values, norm });
+        let unit = self.unit.clone();
+        self.batch.push(Pending { slot, level, values, norm, unit });
         if self.batch.len() == BATCH { self.link_batch() } else { Ok(()) }
     }
 
@@ -462,10 +464,7 @@ impl HnswWriter {
         scratch: &mut Scratch,
     ) -> Result<Vec<Vec<u32>>, FormatError> {
         let node = &batch[i];
-        let bytes: Vec<u8> = node.values.iter().map(|&x| x as i8 as u8).collect();
-        let mut unit = vec![0f32; self.dim];
-        unit_of(&bytes, &mut unit);
-        let table = nibble_table(&unit, self.code_bytes);
+        let table = nibble_table(&node.unit, self.code_bytes);
         let score = |s: u32| Score(estimate(&table, self.code(s)));
         let graph = batch[0].slot;
         let (entry, top) = base;
