@@ -74,9 +74,9 @@ pub enum GraphBuilder {
     Usearch,
     /// hubdex's own (`HnswWriter`): the walk on sign codes, ~190 bytes a vector, the i8 vectors
     /// in a file beside; the same bytes on any number of threads. Not yet what a build uses: on
-    /// a 400k-commit build's largest unit it took 1.25× usearch's time and its recall@10 fell
-    /// from 0.726 to 0.646 (docs/performance.md, "A graph writer of our own");
-    /// `hubdex-bench merge --graph codes` measures it.
+    /// a 400k-commit build's largest unit it took 1.5–1.8× usearch's time and its recall@10 was
+    /// 0.70 against usearch's 0.73–0.74 (docs/performance.md, "The graph writer's links made as
+    /// usearch makes them"); `hubdex-bench merge --graph codes` measures it.
     Codes,
 }
 
