@@ -17,8 +17,9 @@
 //!   before it).
 //! - **A full list is pruned on exact cosines too.** A neighbour that takes a link back when its
 //!   list is full is cut back by the same heuristic on its own vector and its links', read back
-//!   the same way (up to [`M0`] + 1 reads). Pruned on Hamming distances between codes instead
-//!   (in memory, no reads) the 400k history's largest unit lost 4 points of recall for 7 s.
+//!   the same way (up to [`M0`] + 1 reads). Pruning on Hamming distances between codes instead
+//!   (in memory, no reads) saved 3–7 s on the 400k history's largest unit and cost 3–4 points
+//!   of recall (docs/performance.md).
 //!
 //! Vectors are inserted in batches of [`BATCH`]. A batch's walks and choices are made on every
 //! thread at once against the graph as it stood before the batch, each node also taking the
