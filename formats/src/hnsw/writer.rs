@@ -485,10 +485,7 @@ impl HnswWriter {
             };
             let mut candidates = Vec::with_capacity(found.len() + i);
             for &(_, slot) in &found {
-                let values = self.read_values(slot, scratch)?;
-                let norm = dot(&values, &values) as f32;
-                let cosine = cosine(dot(&values, &node.values), norm, node.norm);
-                candidates.push(Candidate { slot, cosine, values, norm });
+                candidates.push(self.read_candidate(slot, &node.values, node.norm, scratch)?);
             }
             let mut earlier: Vec<(f32, &Pending)> = batch[..i]
                 .iter()
@@ -500,7 +497,7 @@ impl HnswWriter {
                 let values = e.values.clone();
                 candidates.push(Candidate { slot: e.slot, cosine, values, norm: e.norm });
             }
-            candidates.sort_by(|a, b| b.cosine.total_cmp(&a.cosine).then(a.slot.cmp(&b.slot)));
+            best_first(&mut candidates);
             candidates.truncate(EF_ADD);
             levels[l] = heuristic(&candidates, M);
             if !found.is_empty() {
@@ -564,6 +561,21 @@ impl HnswWriter {
         Ok(scratch.bytes.iter().map(|&b| i16::from(b as i8)).collect())
     }
 
+    /// The vector in `slot`, read from the vector file, as a candidate for the links of the node
+    /// whose values are `to` (of squared norm `to_norm`).
+    fn read_candidate(
+        &self,
+        slot: u32,
+        to: &[i16],
+        to_norm: f32,
+        scratch: &mut Scratch,
+    ) -> Result<Candidate, FormatError> {
+        let values = self.read_values(slot, scratch)?;
+        let norm = dot(&values, &values) as f32;
+        let cosine = cosine(dot(&values, to), norm, to_norm);
+        Ok(Candidate { slot, cosine, values, norm })
+    }
+
     /// `node`'s list on `level` with the links `new` added; past its cap, cut back by the
     /// heuristic on exact cosines (its vector and theirs read back).
     fn linked_back(
@@ -584,12 +596,9 @@ impl HnswWriter {
         let own_norm = dot(&own, &own) as f32;
         let mut candidates = Vec::with_capacity(all.len());
         for slot in all {
-            let values = self.read_values(slot, scratch)?;
-            let norm = dot(&values, &values) as f32;
-            let cosine = cosine(dot(&values, &own), norm, own_norm);
-            candidates.push(Candidate { slot, cosine, values, norm });
+            candidates.push(self.read_candidate(slot, &own, own_norm, scratch)?);
         }
-        candidates.sort_by(|a, b| b.cosine.total_cmp(&a.cosine).then(a.slot.cmp(&b.slot)));
+        best_first(&mut candidates);
         Ok(heuristic(&candidates, cap(level)))
     }
 
@@ -683,6 +692,11 @@ impl HnswWriter {
         }
         Ok(())
     }
+}
+
+/// Orders candidates best first: by cosine, then by slot (so ties fall the same way every time).
+fn best_first(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| b.cosine.total_cmp(&a.cosine).then(a.slot.cmp(&b.slot)));
 }
 
 /// HNSW's heuristic over candidates best first: a candidate is linked when it is closer to the
