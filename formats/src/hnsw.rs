@@ -4,8 +4,9 @@
 //! The graph is the one usearch builds (same options, same insert order, so the same links as a
 //! format-6 `vectors.usearch`), converted ([`convert_usearch`]); or one of the same shape that
 //! hubdex's own `HnswWriter` (`hnsw/writer.rs`) builds on the sign codes below, holding ~190
-//! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::Codes`, not yet what a
-//! build uses). The file is laid out for reading it:
+//! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::Codes`: what a merge in
+//! turn uses when usearch's graph would pass its share of the budget). The file is laid out for
+//! reading it:
 //!
 //! - one bit per dimension per vector (the sign of the vector minus the segment's mean vector):
 //!   the graph walk scores neighbours on these codes, 48 bytes a vector for 384 dimensions;

@@ -78,8 +78,8 @@ pub use manifest::{
 pub use merge::{
     GraphBuilder, MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
     MERGED_TIER2_TARGET_ROWS, MergeIndexes, MergeLimits, MergeProgress, PARALLEL_GRAPH_MIN_ROWS,
-    boundary_after, graph_threads, is_write_of, merge_memory_estimate, merged_id, plan_merges,
-    write_merged_in_memory, write_merged_segment,
+    boundary_after, graph_builder, graph_threads, is_write_of, merge_memory_estimate, merged_id,
+    plan_merges, write_merged_in_memory, write_merged_segment,
 };
 pub use model::{
     DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, bundled, cache_dir, default_model, default_model_dir,

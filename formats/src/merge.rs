@@ -66,18 +66,53 @@ pub enum MergeIndexes {
 }
 
 /// Which builder writes a streamed merge's vector graph (the same `vectors.hnsw` layout, read
-/// the same way).
+/// the same way). A publish picks one per unit with [`graph_builder`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GraphBuilder {
     /// usearch's, holding each vector and its links in memory (~600 bytes a vector): what a
-    /// build uses.
+    /// merge uses wherever the budget holds it ([`graph_builder`]).
     Usearch,
     /// hubdex's own (`HnswWriter`): the walk on sign codes, ~190 bytes a vector, the i8 vectors
-    /// in a file beside; the same bytes on any number of threads. Not yet what a build uses: on
-    /// a 400k-commit build's largest unit it took 1.5–1.8× usearch's time and its recall@10 was
-    /// 0.70 against usearch's 0.73–0.74 (docs/performance.md, "The graph writer's links made as
+    /// in a file beside; the same bytes on any number of threads. What a merge in turn uses
+    /// when usearch's graph would hold more than [`MergeLimits::in_turn_bytes`]: on a
+    /// 400k-commit build's largest unit it took 1.5–1.8× usearch's time and its recall@10 was
+    /// 0.70 against usearch's 0.72–0.75 (docs/performance.md, "The graph writer's links made as
     /// usearch makes them"); `hubdex-bench merge --graph codes` measures it.
     Codes,
+}
+
+impl GraphBuilder {
+    /// What building a graph holds for each vector. usearch: its i8 vector and its links
+    /// (64-byte aligned nodes); measured, the largest unit of a 400k-commit build, 143,684
+    /// vectors, took the process from 14 to ~98 MiB of anonymous memory as its graph was built
+    /// (docs/performance.md, "A merge in turn holds its text index under its graph"). The
+    /// writer: a sign code (48 bytes at 384 dimensions), level-0 links (132) and a key (4).
+    pub fn bytes_per_vector(self) -> u64 {
+        match self {
+            GraphBuilder::Usearch => 600,
+            GraphBuilder::Codes => 190,
+        }
+    }
+}
+
+/// Which builder writes the vector graph of a merge of `vectors` vectors (rows and second
+/// vectors), its indexes written as `indexes` says. Side by side, usearch's: a budget that
+/// holds both indexes at once holds its graph. In turn, usearch's when its graph would hold no
+/// more than `in_turn_bytes` ([`MergeLimits::in_turn_bytes`]), else the writer's, about a third
+/// the bytes; the merge's text index then follows the smaller graph (its heap sized to it), so a
+/// unit's merge holds what the budget allows, not what the unit's size asks (issue 30: the 400k
+/// history's largest unit, 66 MiB against usearch's 113, docs/performance.md, "A merge in turn
+/// within the budget").
+pub fn graph_builder(vectors: u64, indexes: MergeIndexes, in_turn_bytes: u64) -> GraphBuilder {
+    let usearch = GraphBuilder::Usearch;
+    match indexes {
+        MergeIndexes::InTurn
+            if vectors.saturating_mul(usearch.bytes_per_vector()) > in_turn_bytes =>
+        {
+            GraphBuilder::Codes
+        }
+        _ => usearch,
+    }
 }
 
 /// A streamed merge's vector graph, by either builder.
@@ -129,30 +164,25 @@ pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     }
 }
 
-/// What building a merge's vector graph holds for each vector: its i8 vector and its links
-/// (usearch's, 64-byte aligned nodes). Measured: the largest unit of a 400k-commit build,
-/// 143,684 vectors, took the process from 14 to ~98 MiB of anonymous memory as its graph was
-/// built (docs/performance.md, "A merge in turn holds its text index under its graph").
-const GRAPH_BYTES_PER_VECTOR: u64 = 600;
-
 /// The least text heap [`merge_text_heap`] gives: below it a unit's text index is written in
 /// many small parts, each merge of them costing time for memory the graph holds anyway.
 pub(crate) const MIN_MERGE_TEXT_HEAP: usize = 32 << 20;
 
-/// The heap a merge of `vectors` vectors (rows and second vectors) writes its text index with.
-/// Side by side it is the writer's own ([`crate::serving::WRITER_HEAP_BYTES`], 96 MiB). In turn
-/// the merge holds the larger of its graph and its text index, and the graph cannot be made
-/// smaller: so the text index is held to the graph's size, its heap the graph's estimate less
+/// The heap a merge of `vectors` vectors (rows and second vectors) writes its text index with,
+/// its graph built by `builder`. Side by side it is the writer's own
+/// ([`crate::serving::WRITER_HEAP_BYTES`], 96 MiB). In turn the merge holds the larger of its
+/// graph and its text index, and the graph is as small as its builder makes it: so the text
+/// index is held to the graph's size, its heap the graph's estimate ([`GraphBuilder::bytes_per_vector`]) less
 /// what saving a part adds to it (the sorted term list and the fast fields: ~22% of a full
 /// heap, heaptrack in docs/performance.md, "What the publish's peak is made of"), between
 /// [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text index that outgrows it is written in
 /// parts and merged through positioned reads, answering as one written whole.
-pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes) -> usize {
+pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes, builder: GraphBuilder) -> usize {
     let full = crate::serving::WRITER_HEAP_BYTES;
     match indexes {
         MergeIndexes::SideBySide => full,
         MergeIndexes::InTurn => {
-            let graph = vectors.saturating_mul(GRAPH_BYTES_PER_VECTOR);
+            let graph = vectors.saturating_mul(builder.bytes_per_vector());
             let heap = usize::try_from(graph / 100 * 82).unwrap_or(usize::MAX);
             heap.clamp(MIN_MERGE_TEXT_HEAP, full)
         }
@@ -162,15 +192,20 @@ pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes) -> usize {
 /// How many serving merges may run at once: as many as there are cores and as their
 /// estimated memory ([`merge_memory_estimate`]) fits `memory_bytes` (a large merge's vector
 /// graph is also built on every core: [`graph_threads`]). A merge whose indexes side by side
-/// would pass `memory_bytes` writes them in turn; one merge runs whatever its estimate: a unit
-/// cannot be written in parts. Which merges run together, and how, changes no merged
-/// segment's rows, text index content or members.
+/// would pass `memory_bytes` writes them in turn, its graph by the builder `in_turn_bytes`
+/// picks ([`graph_builder`]); one merge runs whatever its estimate: a unit cannot be written in
+/// parts. Which merges run together, and how, changes no merged segment's rows, text index
+/// content or members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergeLimits {
     /// What the merges running at once may hold together, as [`merge_memory_estimate`] counts.
     pub memory_bytes: u64,
     /// At most this many merges at once.
     pub parallel: usize,
+    /// What a merge in turn may hold for its vector graph: a unit whose graph usearch would
+    /// build on more is built by hubdex's own writer, on about a third the bytes
+    /// ([`graph_builder`]).
+    pub in_turn_bytes: u64,
 }
 
 /// How far a publish's serving merges are ([`crate::Store::merge_for_serving`] reports it
@@ -192,13 +227,13 @@ pub struct MergeProgress {
 impl MergeLimits {
     /// One merge at a time, whatever the memory.
     pub fn one_at_a_time() -> Self {
-        MergeLimits { memory_bytes: u64::MAX, parallel: 1 }
+        MergeLimits { memory_bytes: u64::MAX, parallel: 1, in_turn_bytes: u64::MAX }
     }
 
-    /// Merges within `memory_bytes`, at most one per core.
+    /// Merges within `memory_bytes`, at most one per core; a graph in turn within it too.
     pub fn within(memory_bytes: u64) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        MergeLimits { memory_bytes, parallel: cores }
+        MergeLimits { memory_bytes, parallel: cores, in_turn_bytes: memory_bytes }
     }
 }
 
@@ -336,6 +371,17 @@ pub fn graph_threads(rows: u64) -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// The vectors of the merged segment of the build segments in `member_dirs`: every row's, and
+/// the second (title) vectors.
+pub(crate) fn vectors_of(member_dirs: &[PathBuf]) -> Result<u64, FormatError> {
+    let mut vectors = 0;
+    for m in member_dirs {
+        let meta = read_segment_meta(m)?;
+        vectors += meta.rows + meta.second_vectors;
+    }
+    Ok(vectors)
+}
+
 /// Writes the merged segment of the build segments in `member_dirs` (verified local copies,
 /// in plan order; only their rows.parquet, files.parquet and edges.parquet are read) into the empty directory
 /// `dir`. Rows keep their members' order, so the merged segment answers with the same rows.
@@ -388,7 +434,7 @@ pub fn write_merged_segment(
     // a unit's merge held ~20 MiB more in a build than in a process of its own. A trim costs
     // ~0.6 ms a batch (docs/performance.md, "A merge's batches given back").
     let text = || -> Result<RowStats, FormatError> {
-        let heap = merge_text_heap((rows + seconds) as u64, indexes);
+        let heap = merge_text_heap((rows + seconds) as u64, indexes, builder);
         let mut index =
             ServingIndexWriter::with_heap(&dir.join(TEXT_DIR), &Analyzers::current(), heap)?;
         let mut stats = RowStats::default();
@@ -629,21 +675,53 @@ mod tests {
     #[test]
     fn a_merge_in_turn_holds_its_text_index_under_its_graph() {
         let full = crate::serving::WRITER_HEAP_BYTES;
+        let (usearch, codes) = (GraphBuilder::Usearch, GraphBuilder::Codes);
+        let heap = |vectors, indexes, builder| merge_text_heap(vectors, indexes, builder);
         for vectors in [0, 50_000, 143_684, 10_000_000] {
-            assert_eq!(merge_text_heap(vectors, MergeIndexes::SideBySide), full, "{vectors}");
+            for builder in [usearch, codes] {
+                assert_eq!(heap(vectors, MergeIndexes::SideBySide, builder), full, "{vectors}");
+            }
         }
         // The largest unit of a 400k-commit history: 111,717 rows and 31,967 second vectors.
-        let heap = merge_text_heap(143_684, MergeIndexes::InTurn) as u64;
-        let graph = 143_684 * GRAPH_BYTES_PER_VECTOR;
-        assert!(heap < graph && heap > graph / 2, "{heap} against a graph of {graph}");
-        assert_eq!(merge_text_heap(10_000, MergeIndexes::InTurn), MIN_MERGE_TEXT_HEAP);
-        assert_eq!(merge_text_heap(u64::MAX, MergeIndexes::InTurn), full);
-        let mut last = 0;
-        for vectors in (0..400_000).step_by(7_919) {
-            let heap = merge_text_heap(vectors, MergeIndexes::InTurn);
-            assert!(heap >= last && heap >= 15_000_000, "{vectors}: {heap} after {last}");
-            last = heap;
+        let in_turn = heap(143_684, MergeIndexes::InTurn, usearch) as u64;
+        let graph = 143_684 * usearch.bytes_per_vector();
+        assert!(in_turn < graph && in_turn > graph / 2, "{in_turn} against a graph of {graph}");
+        // On the writer's graph, a third the bytes, the floor.
+        assert_eq!(heap(143_684, MergeIndexes::InTurn, codes), MIN_MERGE_TEXT_HEAP);
+        assert_eq!(heap(10_000, MergeIndexes::InTurn, usearch), MIN_MERGE_TEXT_HEAP);
+        assert_eq!(heap(u64::MAX, MergeIndexes::InTurn, codes), full);
+        for builder in [usearch, codes] {
+            let mut last = 0;
+            for vectors in (0..1_000_000).step_by(7_919) {
+                let h = heap(vectors, MergeIndexes::InTurn, builder);
+                assert!(h >= last && h >= 15_000_000, "{vectors}: {h} after {last}");
+                last = h;
+            }
         }
+    }
+
+    /// Side by side a merge's graph is usearch's; in turn, usearch's while it fits the
+    /// allowance, the writer's past it.
+    #[test]
+    fn a_merge_in_turn_builds_its_graph_on_the_writer_past_its_allowance() {
+        let allowance = 48 << 20;
+        let fits = allowance / GraphBuilder::Usearch.bytes_per_vector();
+        for (vectors, indexes, builder) in [
+            (fits, MergeIndexes::InTurn, GraphBuilder::Usearch),
+            (fits + 1, MergeIndexes::InTurn, GraphBuilder::Codes),
+            (u64::MAX, MergeIndexes::InTurn, GraphBuilder::Codes),
+            (u64::MAX, MergeIndexes::SideBySide, GraphBuilder::Usearch),
+            (0, MergeIndexes::InTurn, GraphBuilder::Usearch),
+        ] {
+            assert_eq!(
+                graph_builder(vectors, indexes, allowance),
+                builder,
+                "{vectors} {indexes:?}"
+            );
+        }
+        assert_eq!(graph_builder(1, MergeIndexes::InTurn, 0), GraphBuilder::Codes);
+        assert_eq!(MergeLimits::within(allowance).in_turn_bytes, allowance);
+        assert_eq!(MergeLimits::one_at_a_time().in_turn_bytes, u64::MAX);
     }
 
     #[test]

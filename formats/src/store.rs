@@ -973,8 +973,12 @@ impl Store {
                 let _memory = memory.acquire_many(need).await.expect("open semaphore");
                 let _slot = slots.acquire().await.expect("open semaphore");
                 let threads = crate::merge::graph_threads(rows);
-                let entry =
-                    self.write_merged(&group, &id, model, cache, work, indexes, threads).await?;
+                let how = MergeWay {
+                    indexes,
+                    graph_threads: threads,
+                    in_turn_bytes: limits.in_turn_bytes,
+                };
+                let entry = self.write_merged(&group, &id, model, cache, work, how).await?;
                 finished(rows);
                 Ok(entry)
             }
@@ -997,9 +1001,12 @@ impl Store {
             Some(entry) => Ok(entry),
             None => {
                 let rows = group.iter().map(|s| s.rows).sum();
-                let indexes = MergeIndexes::SideBySide;
-                let threads = crate::merge::graph_threads(rows);
-                self.write_merged(group, &id, model, cache, work, indexes, threads).await
+                let how = MergeWay {
+                    indexes: MergeIndexes::SideBySide,
+                    graph_threads: crate::merge::graph_threads(rows),
+                    in_turn_bytes: u64::MAX,
+                };
+                self.write_merged(group, &id, model, cache, work, how).await
             }
         }
     }
@@ -1039,10 +1046,8 @@ impl Store {
         Ok(None)
     }
 
-    /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]), its indexes
-    /// as `indexes` says, its vector graph on `graph_threads` threads; uploaded under the id of
-    /// its write ([`crate::merge::is_write_of`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Writes the merged segment `id` of `group` (see [`Self::merged_segment`]) as `how` says;
+    /// uploaded under the id of its write ([`crate::merge::is_write_of`]).
     async fn write_merged(
         &self,
         group: &[ManifestSegment],
@@ -1050,8 +1055,7 @@ impl Store {
         model: &ModelIdentity,
         cache: &Path,
         work: &Path,
-        indexes: MergeIndexes,
-        graph_threads: usize,
+        how: MergeWay,
     ) -> Result<ManifestSegment, StoreError> {
         let mut dirs = Vec::new();
         for m in group {
@@ -1061,10 +1065,13 @@ impl Store {
         let _ = std::fs::remove_dir_all(&dir);
         let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
         let write = move || {
-            let builder = crate::merge::GraphBuilder::Usearch;
-            crate::merge::write_merged_segment(&d, &i, &dirs, &m, indexes, graph_threads, builder)
+            let vectors = crate::merge::vectors_of(&dirs)?;
+            let builder = crate::merge::graph_builder(vectors, how.indexes, how.in_turn_bytes);
+            let threads = how.graph_threads;
+            crate::merge::write_merged_segment(&d, &i, &dirs, &m, how.indexes, threads, builder)?;
+            Ok::<_, FormatError>(builder)
         };
-        tokio::task::spawn_blocking(write)
+        let builder = tokio::task::spawn_blocking(write)
             .await
             .map_err(|e| FormatError::io(&dir, std::io::Error::other(e)))??;
         failpoint("merged-segment-written");
@@ -1073,9 +1080,19 @@ impl Store {
         crate::malloc::give_back_freed();
         let entry = self.upload_segment(&dir, |_| {}).await?;
         let _ = std::fs::remove_dir_all(&dir);
-        tracing::info!(merged = %id, members = group.len(), rows = entry.rows, "merged segment written");
+        tracing::info!(merged = %id, members = group.len(), rows = entry.rows, graph = ?builder, "merged segment written");
         Ok(entry)
     }
+}
+
+/// How one serving merge is written: its indexes side by side or in turn, its vector graph on
+/// how many threads ([`crate::merge::graph_threads`]), and by which builder in turn
+/// ([`crate::merge::graph_builder`], [`MergeLimits::in_turn_bytes`]).
+#[derive(Debug, Clone, Copy)]
+struct MergeWay {
+    indexes: MergeIndexes,
+    graph_threads: usize,
+    in_turn_bytes: u64,
 }
 
 /// The marker a cached segment directory gets once every file in it matched its sha256.

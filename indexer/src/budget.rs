@@ -96,11 +96,16 @@ impl MemoryBudget {
     /// How many serving merges a publish may run at once: one per core, as their estimated
     /// memory ([`hubdex_formats::merge_memory_estimate`]) fits the budget less
     /// `MERGE_RESERVE` (128 MiB); a merge that would not fit writes its text index and vector
-    /// graph in turn rather than side by side. One merge runs whatever the budget (a unit
-    /// cannot be written in parts), so a unit's merge can pass a small budget:
-    /// docs/performance.md measures it.
+    /// graph in turn rather than side by side. In turn a unit's graph may hold what the build
+    /// segments in flight may ([`Self::in_flight_bytes`]): usearch's where it fits, hubdex's
+    /// own writer's (a third the bytes) where not, the text index's heap following it
+    /// ([`hubdex_formats::graph_builder`]). So a publish holds about what the history's second
+    /// pass holds under the same budget, whatever the history: the largest unit of a
+    /// 400k-commit history under 256 MiB peaked at 125 MiB with usearch, where the second pass
+    /// held 107 (docs/performance.md, "A merge in turn within the budget").
     pub fn merges(self) -> MergeLimits {
-        MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE))
+        let limits = MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE));
+        MergeLimits { in_turn_bytes: limits.in_turn_bytes.min(self.in_flight_bytes()), ..limits }
     }
 
     /// The row data (texts and vectors, as `row_bytes` counts it) one build segment holds
@@ -639,6 +644,33 @@ mod tests {
         assert!("GiB".parse::<MemoryBudget>().unwrap_err().contains("give a number"));
         assert!("1MiB".parse::<MemoryBudget>().unwrap_err().contains("at least 64 MiB"));
         assert!("-5GiB".parse::<MemoryBudget>().is_err());
+    }
+
+    /// Under a small budget a large unit's merge in turn builds its graph on hubdex's own
+    /// writer, so the publish holds about what the second pass does; under the default budget
+    /// every unit's graph is usearch's, as before.
+    #[test]
+    fn a_small_budget_builds_a_large_units_graph_on_the_writer_and_the_default_on_usearch() {
+        use hubdex_formats::{GraphBuilder, MERGED_MAX_ROWS, MergeIndexes, graph_builder};
+        let small = MemoryBudget::new(256 << 20).unwrap().merges();
+        assert_eq!(small.in_turn_bytes, 48 << 20, "the budget's in-flight share");
+        // The largest units of the 10k- and 400k-commit histories built under 256 MiB: 28,727
+        // rows (with as many second vectors at most), and 111,717 rows with 31,967.
+        let in_turn = |limits: MergeLimits, vectors| {
+            graph_builder(vectors, MergeIndexes::InTurn, limits.in_turn_bytes)
+        };
+        assert_eq!(in_turn(small, 2 * 28_727), GraphBuilder::Usearch);
+        assert_eq!(in_turn(small, 143_684), GraphBuilder::Codes);
+        let default = MemoryBudget::default().merges();
+        assert_eq!(in_turn(default, MERGED_MAX_ROWS * 2), GraphBuilder::Usearch);
+        // The largest tier-2 unit fits side by side, on usearch.
+        let tier2 = hubdex_formats::MERGED_TIER2_MAX_ROWS;
+        let side_by_side = hubdex_formats::merge_memory_estimate(tier2, MergeIndexes::SideBySide);
+        assert!(side_by_side <= default.memory_bytes, "{side_by_side}");
+        let graph = graph_builder(2 * tier2, MergeIndexes::SideBySide, default.in_turn_bytes);
+        assert_eq!(graph, GraphBuilder::Usearch);
+        let tiny = MemoryBudget::unchecked(6 << 20).merges();
+        assert_eq!(in_turn(tiny, 10_000), GraphBuilder::Codes);
     }
 
     #[test]

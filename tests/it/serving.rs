@@ -333,12 +333,15 @@ async fn first_segment_rows() -> (Manifest, Vec<Row>) {
     (m, rows)
 }
 
-/// hubdex's own graph writer (`GraphBuilder::Codes`, which builds do not use yet) writes a
-/// merged segment that opens like usearch's: the same rows, and each row's own vector finds
-/// it first; written on one thread and on two, the same graph.
+/// hubdex's own graph writer (`GraphBuilder::Codes`) writes a merged segment that opens like
+/// usearch's: the same rows, and each row's own vector finds it first; written on one thread
+/// and on two, the same graph. A publish whose merges in turn may hold less for a graph than
+/// usearch's would writes that same graph; one whose allowance holds usearch's does not.
 #[test]
 fn a_merged_graph_written_on_codes_serves_its_rows_and_is_the_same_on_any_thread_count() {
-    use hubdex_formats::{GraphBuilder, MergeIndexes, VECTOR_SCALAR, VectorIndex, merged_id};
+    use hubdex_formats::{
+        GraphBuilder, MergeIndexes, MergeLimits, VECTOR_SCALAR, VectorIndex, merged_id,
+    };
     runtime().block_on(async {
         let (m, rows) = first_segment_rows().await;
         let work = tempfile::tempdir().unwrap();
@@ -375,16 +378,35 @@ fn a_merged_graph_written_on_codes_serves_its_rows_and_is_the_same_on_any_thread
         )
         .unwrap();
         // In the merged segment's order: its member's (sorted by id when it was written).
-        let rows = read_rows(&member.join("rows.parquet"), true).unwrap();
+        let ordered = read_rows(&member.join("rows.parquet"), true).unwrap();
         let mut first = 0;
-        for (i, r) in rows.iter().enumerate() {
+        for (i, r) in ordered.iter().enumerate() {
             let q: Vec<f32> = r.embedding.iter().map(|&x| f32::from(x)).collect();
             let hit = index.search(&q, 1, None).unwrap()[0];
             // Rows with equal vectors (the same text) may answer for each other.
             first +=
-                usize::from(hit.0 == i as u64 || rows[hit.0 as usize].embedding == r.embedding);
+                usize::from(hit.0 == i as u64 || ordered[hit.0 as usize].embedding == r.embedding);
         }
-        assert!(first * 100 >= rows.len() * 98, "{first} of {} found first", rows.len());
+        assert!(first * 100 >= ordered.len() * 98, "{first} of {} found first", ordered.len());
+
+        // Served by a publish (each into a store of its own, which holds no write of the unit
+        // yet): in turn with a graph allowance of 1 byte, the writer's graph; with room for
+        // usearch's, usearch's.
+        for (name, in_turn_bytes, same) in [("codes", 1, true), ("usearch", u64::MAX, false)] {
+            let limits = MergeLimits { memory_bytes: 1, parallel: 1, in_turn_bytes };
+            let dir = work.path().join(format!("publish-{name}"));
+            let store = Store::open(&dir.join("store").display().to_string()).unwrap();
+            let entry = upload_as(&store, &dir, "o/r", &rows, &m.model).await;
+            let group = std::slice::from_ref(&entry);
+            let (cache, units) = (dir.join("cache"), dir.join("units"));
+            let unit = store
+                .merge_for_serving(group, &m.model, &cache, &units, limits, &|_| {})
+                .await
+                .unwrap()
+                .remove(0);
+            let fetched = store.fetch_segment(&unit, &dir.join("fetched")).await.unwrap();
+            assert_eq!(graph(&fetched) == graph(&one), same, "{name}");
+        }
     });
 }
 
@@ -461,11 +483,14 @@ fn merges_run_side_by_side_write_the_same_units_as_merges_one_at_a_time() {
         let work = tempfile::tempdir().unwrap();
         let mut units = Vec::new();
         for (way, limits) in [
-            ("side by side", MergeLimits { memory_bytes: u64::MAX, parallel: 3 }),
+            ("side by side", MergeLimits { parallel: 3, ..MergeLimits::one_at_a_time() }),
             ("one at a time", MergeLimits::one_at_a_time()),
             // An allowance smaller than any merge's estimate: each still runs, alone, writing
-            // its text index and vector graph in turn.
-            ("within 1 byte", MergeLimits { memory_bytes: 1, parallel: 3 }),
+            // its text index and vector graph in turn (on usearch: any graph fits).
+            (
+                "within 1 byte",
+                MergeLimits { memory_bytes: 1, parallel: 3, in_turn_bytes: u64::MAX },
+            ),
         ] {
             let store_dir = work.path().join(way.replace(' ', "-"));
             let store = Store::open(&store_dir.join("store").display().to_string()).unwrap();
