@@ -51,8 +51,18 @@ const SEGMENT_MAX_SHARES: u64 = 2;
 /// cut and those cut but not yet written (waiting, or being embedded and written). Without it
 /// the three build segments in memory at once could hold up to six shares (three of the
 /// largest in a row), and a long history draws such runs where a short one does not
-/// ([`InFlight`]).
-const SHARES_IN_FLIGHT: u64 = 3;
+/// ([`InFlight`]). A long history's second pass reaches this cap where a short one may not
+/// (195 build segments' writes against 6), so it sets how far the pass's peak grows with the
+/// history: under 256 MiB, at three shares a 400k-commit history's pass peaked at 108.6–113.2
+/// MiB against 96.9–99.1 for 10k commits (1.10–1.17×); at two, 98.0–98.1 against 89.6–89.9
+/// (1.09×), the pass ~6% slower (docs/performance.md, "Two shares in flight").
+const SHARES_IN_FLIGHT: u64 = 2;
+
+/// How many shares of the budget a serving merge in turn may hold for its vector graph
+/// ([`MergeLimits::in_turn_bytes`]): usearch's graph of up to 83,886 vectors under 256 MiB,
+/// whose merge (its graph, then its text index under it) holds less than the history's second
+/// pass does at its peak; a larger unit's graph is built by hubdex's own writer.
+const MERGE_GRAPH_SHARES: u64 = 3;
 
 /// What a build holds beside its serving merges when it publishes (the runtime, the model's
 /// session, the manifest): the budget less this is what merges running at once may hold.
@@ -96,16 +106,17 @@ impl MemoryBudget {
     /// How many serving merges a publish may run at once: one per core, as their estimated
     /// memory ([`hubdex_formats::merge_memory_estimate`]) fits the budget less
     /// `MERGE_RESERVE` (128 MiB); a merge that would not fit writes its text index and vector
-    /// graph in turn rather than side by side. In turn a unit's graph may hold what the build
-    /// segments in flight may ([`Self::in_flight_bytes`]): usearch's where it fits, hubdex's
-    /// own writer's (a third the bytes) where not, the text index's heap following it
-    /// ([`hubdex_formats::graph_builder`]). So a publish holds about what the history's second
-    /// pass holds under the same budget, whatever the history: the largest unit of a
-    /// 400k-commit history under 256 MiB peaked at 125 MiB with usearch, where the second pass
-    /// held 107 (docs/performance.md, "A merge in turn within the budget").
+    /// graph in turn rather than side by side. In turn a unit's graph may hold three shares of
+    /// the budget (`MERGE_GRAPH_SHARES`, 48 MiB under 256 MiB): usearch's where it fits,
+    /// hubdex's own writer's (a third the bytes) where not, the text index's heap following it
+    /// ([`hubdex_formats::graph_builder`]). So a publish holds less than the history's second
+    /// pass does under the same budget, whatever the history: the largest unit of a
+    /// 400k-commit history under 256 MiB had peaked at 125–131 MiB on usearch, above that
+    /// pass (docs/performance.md, "A merge in turn within the budget").
     pub fn merges(self) -> MergeLimits {
         let limits = MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE));
-        MergeLimits { in_turn_bytes: limits.in_turn_bytes.min(self.in_flight_bytes()), ..limits }
+        let graph = self.segment_bytes() * MERGE_GRAPH_SHARES;
+        MergeLimits { in_turn_bytes: limits.in_turn_bytes.min(graph), ..limits }
     }
 
     /// The row data (texts and vectors, as `row_bytes` counts it) one build segment holds
@@ -653,7 +664,7 @@ mod tests {
     fn a_small_budget_builds_a_large_units_graph_on_the_writer_and_the_default_on_usearch() {
         use hubdex_formats::{GraphBuilder, MERGED_MAX_ROWS, MergeIndexes, graph_builder};
         let small = MemoryBudget::new(256 << 20).unwrap().merges();
-        assert_eq!(small.in_turn_bytes, 48 << 20, "the budget's in-flight share");
+        assert_eq!(small.in_turn_bytes, 48 << 20, "three shares of the budget");
         // The largest units of the 10k- and 400k-commit histories built under 256 MiB: 28,727
         // rows (with as many second vectors at most), and 111,717 rows with 31,967.
         let in_turn = |limits: MergeLimits, vectors| {
