@@ -172,11 +172,12 @@ pub(crate) const MIN_MERGE_TEXT_HEAP: usize = 32 << 20;
 /// its graph built by `builder`. Side by side it is the writer's own
 /// ([`crate::serving::WRITER_HEAP_BYTES`], 96 MiB). In turn the merge holds the larger of its
 /// graph and its text index, and the graph is as small as its builder makes it: so the text
-/// index is held to the graph's size, its heap the graph's estimate ([`GraphBuilder::bytes_per_vector`]) less
-/// what saving a part adds to it (the sorted term list and the fast fields: ~22% of a full
-/// heap, heaptrack in docs/performance.md, "What the publish's peak is made of"), between
-/// [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text index that outgrows it is written in
-/// parts and merged through positioned reads, answering as one written whole.
+/// index is held to the graph's size, its heap the graph's estimate
+/// ([`GraphBuilder::bytes_per_vector`]) less what saving a part adds to it (the sorted term
+/// list and the fast fields: ~22% of a full heap, heaptrack in docs/performance.md, "What the
+/// publish's peak is made of"), between [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text
+/// index that outgrows it is written in parts and merged through positioned reads, answering as
+/// one written whole.
 pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes, builder: GraphBuilder) -> usize {
     let full = crate::serving::WRITER_HEAP_BYTES;
     match indexes {
