@@ -3,7 +3,7 @@
 //! one decoded row, the reference the index is tested against.
 
 use chrono::{DateTime, Utc};
-use globset::{GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::row::{Row, RowType, sha256_hex};
 
@@ -108,6 +108,20 @@ impl Scope {
     }
 }
 
+/// The longest glob a caller may give (`files_glob`): a longer one is refused before anything
+/// is compiled (a glob of 300,000 `*` compiles to a regex past globset's size limit).
+pub const MAX_GLOB_CHARS: usize = 1000;
+
+/// One glob compiled to a matcher, or why it cannot be: globset's own matcher for a single glob
+/// (`Glob::compile_matcher`) panics when the compiled regex is past its size limit, while a
+/// set of one reports it as an error.
+pub fn glob_matcher(glob: Glob) -> Result<GlobSet, String> {
+    GlobSetBuilder::new().add(glob).build().map_err(|e| {
+        let shown: String = e.to_string().chars().take(200).collect();
+        format!("cannot be compiled: {shown}")
+    })
+}
+
 /// `text` as a glob that matches exactly `text` and nothing else: every character that is not
 /// an ASCII letter or digit is escaped with a backslash (globs here are built with backslash
 /// escapes on, on every platform). `globset::escape` leaves a backslash alone, so a value
@@ -143,7 +157,7 @@ pub struct RowFilter {
     /// The row's path or one of the files it changed starts with this.
     pub path_prefix: Option<String>,
     /// The row's path or one of the files it changed matches this glob.
-    pub files_glob: Option<GlobMatcher>,
+    pub files_glob: Option<GlobSet>,
     /// `updated_at` at or after this.
     pub since: Option<DateTime<Utc>>,
     /// `updated_at` before this.

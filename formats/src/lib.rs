@@ -43,10 +43,12 @@ mod manifest;
 mod maxscore;
 mod merge;
 mod model;
+mod names;
 mod queue;
 mod read_dir;
 mod row;
 mod rows;
+mod scope_stats;
 mod segment;
 mod serving;
 mod staging;
@@ -66,7 +68,9 @@ pub use embed::{
 };
 pub use error::{EmbedError, FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
-pub use filter::{FILTER_NAMES, RowFilter, Scope, ScopeError, glob_literal};
+pub use filter::{
+    FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
+};
 pub use malloc::{
     Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed,
     restart_with_fixed_malloc_thresholds,
@@ -86,12 +90,13 @@ pub use model::{
     model_files, model_inputs, ort_environment, print_version_if_asked, resolve_model_dir,
     runtime_library_path, version_report,
 };
+pub use names::{MAX_NAME_CHARS, check_name, name_join, safe_join};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH,
-    hash_file, input_sha256, read_segment_meta, safe_join, segment_id, start_segment,
+    hash_file, input_sha256, read_segment_meta, segment_id, start_segment,
     upgrade_segment, write_segment,
 };
 pub use serving::{

@@ -425,10 +425,14 @@ fn version_of(what: &str, bytes: &[u8]) -> Result<u32, FormatError> {
 }
 
 impl SegmentMeta {
-    /// Parses and version-checks a segment.json.
+    /// Parses and version-checks a segment.json, and checks every name in it
+    /// ([`crate::check_name`]) and file path ([`crate::safe_join`]).
     pub fn parse(what: &str, bytes: &[u8]) -> Result<Self, FormatError> {
         check_version(what, version_of(what, bytes)?)?;
-        serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))
+        let meta: SegmentMeta =
+            serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))?;
+        check_segment_names(what, &meta.id, &meta.members, &meta.files)?;
+        Ok(meta)
     }
 
     /// The canonical bytes written to segment.json.
@@ -450,7 +454,31 @@ fn has_serving_files(files: &[FileEntry]) -> bool {
     })
 }
 
+/// Checks a segment's id and members ([`crate::check_name`]) and its files' paths
+/// ([`crate::safe_join`]): all of them become paths under a cache or a pulled copy.
+fn check_segment_names(
+    what: &str,
+    id: &str,
+    members: &[String],
+    files: &[FileEntry],
+) -> Result<(), FormatError> {
+    crate::check_name(what, id)?;
+    for m in members {
+        crate::check_name(what, m)?;
+    }
+    for f in files {
+        crate::safe_join(std::path::Path::new(""), &f.path)?;
+    }
+    Ok(())
+}
+
 impl ManifestSegment {
+    /// Checks its id, members and file paths as [`Manifest::parse`] does: for an entry read
+    /// from elsewhere in a store (a staged record).
+    pub fn check_names(&self, what: &str) -> Result<(), FormatError> {
+        check_segment_names(what, &self.id, &self.members, &self.files)
+    }
+
     /// Whether the segment has serving files of its own (a vector graph and a text index):
     /// every merged segment, and a build segment of format 1 to 4.
     pub fn has_serving_files(&self) -> bool {
@@ -478,10 +506,23 @@ impl Manifest {
             .collect()
     }
 
-    /// Parses and version-checks a manifest.json.
+    /// Parses and version-checks a manifest.json, and checks every name in it (snapshot and
+    /// segment ids: [`crate::check_name`]) and file path ([`crate::safe_join`]) before any of
+    /// them can become a path.
     pub fn parse(what: &str, bytes: &[u8]) -> Result<Self, FormatError> {
         check_version(what, version_of(what, bytes)?)?;
-        serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| FormatError::json(what, e))?;
+        crate::check_name(what, &m.snapshot)?;
+        if let Some(parent) = &m.parent {
+            crate::check_name(what, parent)?;
+        }
+        for id in m.earlier_snapshots.iter().flat_map(|e| e.keys()) {
+            crate::check_name(what, id)?;
+        }
+        for seg in m.segments.iter().chain(&m.merged) {
+            seg.check_names(what)?;
+        }
+        Ok(m)
     }
 
     /// The canonical bytes written to manifest.json.
@@ -502,9 +543,11 @@ impl Latest {
         }
     }
 
-    /// Parses and version-checks LATEST.
+    /// Parses and version-checks LATEST, and checks the snapshot id it names.
     pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
-        parse_record("LATEST", bytes)
+        let latest: Latest = parse_record("LATEST", bytes)?;
+        crate::check_name("LATEST", &latest.snapshot)?;
+        Ok(latest)
     }
 
     /// The bytes written to LATEST.
@@ -531,9 +574,11 @@ impl Pin {
         Pin { format_version: RECORD_VERSION, snapshot: snapshot.into(), pinned_at: Utc::now() }
     }
 
-    /// Parses and version-checks a pin read from `key`.
+    /// Parses and version-checks a pin read from `key`, and checks the snapshot id it names.
     pub fn parse(key: &str, bytes: &[u8]) -> Result<Pin, FormatError> {
-        parse_record(key, bytes)
+        let pin: Pin = parse_record(key, bytes)?;
+        crate::check_name(key, &pin.snapshot)?;
+        Ok(pin)
     }
 }
 

@@ -46,9 +46,11 @@ impl QueueEntry {
         format!("{QUEUE_PENDING}/{}.json", self.delivery)
     }
 
-    /// Parses an entry read from `key`.
+    /// Parses an entry read from `key`, and checks the delivery id it names.
     pub fn parse(key: &str, bytes: &[u8]) -> Result<QueueEntry, FormatError> {
-        parse_record(key, bytes)
+        let entry: QueueEntry = parse_record(key, bytes)?;
+        crate::check_name(key, &entry.delivery)?;
+        Ok(entry)
     }
 }
 

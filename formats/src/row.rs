@@ -89,6 +89,12 @@ impl RowType {
         }
     }
 
+    /// The type a row id names by its prefix ([`row_id`]), if any.
+    pub fn of_id(id: &str) -> Option<RowType> {
+        let (prefix, _) = id.split_once('_')?;
+        RowType::ALL.iter().copied().find(|t| t.id_prefix() == prefix)
+    }
+
     /// The allowed values, for error messages.
     pub fn allowed() -> String {
         RowType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")

@@ -371,21 +371,6 @@ pub fn write_segment(
     start_segment(dir, repo, rows, files, edges, model)?.finish(rows)
 }
 
-/// Joins a relative path from an artifact onto `dir`, refusing anything that could leave it.
-pub fn safe_join(dir: &Path, rel: &str) -> Result<PathBuf, FormatError> {
-    let ok = !rel.is_empty()
-        && !rel.starts_with('/')
-        && !rel.contains('\\')
-        && rel.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
-    if !ok {
-        return Err(FormatError::Schema {
-            what: "segment file list".into(),
-            detail: format!("{rel:?} is not a plain relative path"),
-        });
-    }
-    Ok(dir.join(rel))
-}
-
 /// Reads segment.json from a segment directory.
 pub fn read_segment_meta(dir: &Path) -> Result<SegmentMeta, FormatError> {
     let path = dir.join(SEGMENT_JSON);

@@ -34,8 +34,9 @@ use tantivy::{
 };
 
 use crate::error::FormatError;
-use crate::filter::{RowFilter, author_keys};
+use crate::filter::{RowFilter, Scope, author_keys};
 use crate::maxscore::{self, TermCursor};
+use crate::scope_stats::{ScopeCache, ScopeDocs, Stats};
 use crate::read_dir::ReadDirectory;
 use crate::row::Row;
 use crate::text::{
@@ -499,6 +500,9 @@ impl ServingIndexWriter {
 /// A filter compiled against one serving index.
 pub struct CompiledFilter {
     query: Box<dyn Query>,
+    /// When the caller's scope hides rows of this index: the scope's fingerprint and its
+    /// clauses alone, whose docs BM25's statistics are taken over ([`crate::scope_stats`]).
+    scope: Option<(String, Box<dyn Query>)>,
 }
 
 impl std::fmt::Debug for CompiledFilter {
@@ -745,6 +749,10 @@ pub struct ServingIndex {
     bm25: Vec<(Field, f32, TextAnalyzer)>,
     columns: Option<Columns>,
     path: PathBuf,
+    /// Stored rows decoded so far ([`Self::rows_decoded`]).
+    decoded: std::sync::atomic::AtomicU64,
+    /// The docs of the scopes recently searched, for their BM25 statistics.
+    scopes: ScopeCache,
 }
 
 /// The fast columns of the index's one tantivy segment.
@@ -812,7 +820,16 @@ impl ServingIndex {
         for (field, boost) in weighted {
             bm25.push((field, boost, index.tokenizer_for_field(field).map_err(tv)?));
         }
-        Ok(ServingIndex { _reader: reader, searcher, f, bm25, columns, path: dir.to_path_buf() })
+        Ok(ServingIndex {
+            _reader: reader,
+            searcher,
+            f,
+            bm25,
+            columns,
+            path: dir.to_path_buf(),
+            decoded: std::sync::atomic::AtomicU64::new(0),
+            scopes: ScopeCache::default(),
+        })
     }
 
     fn tv(&self) -> impl Fn(tantivy::TantivyError) -> FormatError + '_ {
@@ -834,7 +851,12 @@ impl ServingIndex {
 
     /// The terms of the BM25 query of a text: every word it analyses to, in every field, with
     /// the field's weight, less the terms `pruning` leaves out.
-    fn text_terms(&self, text: &str, pruning: Option<&TermPruning>) -> Vec<(Term, f32)> {
+    fn text_terms(
+        &self,
+        text: &str,
+        pruning: Option<&TermPruning>,
+        stats: &Stats<'_>,
+    ) -> Vec<(Term, f32)> {
         let mut terms: Vec<(Term, f32)> = Vec::new();
         for (field, boost, analyzer) in &self.bm25 {
             let mut analyzer = analyzer.clone();
@@ -847,13 +869,29 @@ impl ServingIndex {
             }
         }
         if let Some(p) = pruning {
-            terms = p.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
+            terms = p.apply(terms, stats.num_docs(), |t| stats.df(t));
         }
         terms
     }
 
-    fn doc_freq(&self, term: &Term) -> u64 {
-        self.searcher.doc_freq(term).unwrap_or(0)
+    /// The statistics a search under `filter` is scored with: over the docs its scope allows
+    /// when the scope hides some rows of this index, else the whole index's.
+    fn stats(&self, filter: Option<&CompiledFilter>) -> Result<Stats<'_>, FormatError> {
+        let (Some((key, query)), Some(seg)) = (filter.and_then(|f| f.scope.as_ref()), self.segment())
+        else {
+            return Ok(Stats::whole(&self.searcher));
+        };
+        let fields: Vec<Field> = self.bm25.iter().map(|(f, _, _)| *f).collect();
+        let docs = self
+            .scopes
+            .get_or_make(key, || {
+                let bits = self.bits_of(query.as_ref()).map_err(|e| {
+                    tantivy::TantivyError::InternalError(e.to_string())
+                })?;
+                ScopeDocs::new(seg, bits, &fields)
+            })
+            .map_err(self.tv())?;
+        Ok(Stats::scoped(&self.searcher, seg, docs))
     }
 
     /// A document scores by the words it has (no operators, so nothing is a syntax error).
@@ -891,25 +929,29 @@ impl ServingIndex {
         floor: Option<&ScoreFloor>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let limit = limit.max(1);
+        let stats = self.stats(filter)?;
+        let st = &stats;
         match scoring {
-            TextScoring::Exact => self.top_docs(self.text_terms(query, None), limit, filter, floor),
+            TextScoring::Exact => {
+                self.top_docs(self.text_terms(query, None, st), limit, filter, floor, st)
+            }
             TextScoring::Wand => {
-                self.top_docs_by_wand(self.text_terms(query, None), limit, filter, floor)
+                self.top_docs_by_wand(self.text_terms(query, None, st), limit, filter, floor, st)
             }
             TextScoring::Pruned(p) => {
-                self.top_docs(self.text_terms(query, Some(&p)), limit, filter, floor)
+                self.top_docs(self.text_terms(query, Some(&p), st), limit, filter, floor, st)
             }
             TextScoring::RarestFirst { keep, per_hit } => {
                 // Terms no doc holds cost nothing and would take a place among the rarest.
-                let all = self.text_terms(query, None);
+                let all = self.text_terms(query, None, st);
                 let mut terms = all.clone();
-                terms.retain(|(t, _)| self.doc_freq(t) > 0);
+                terms.retain(|(t, _)| st.df(t) > 0);
                 let rule = TermPruning { keep_rarest: keep, max_df_fraction: 0.0, min_df: 0 };
-                let first = rule.apply(terms, self.searcher.num_docs(), |t| self.doc_freq(t));
+                let first = rule.apply(terms, st.num_docs(), |t| st.df(t));
                 // The first stage's scores are not the final ones: no floor for it.
-                let candidates = self.top_docs(first, limit * per_hit.max(1), filter, None)?;
+                let candidates = self.top_docs(first, limit * per_hit.max(1), filter, None, st)?;
                 let docs: Vec<u32> = candidates.into_iter().map(|(d, _)| d).collect();
-                let mut scored = self.score_exactly(all, &docs)?;
+                let mut scored = self.score_exactly(all, &docs, st)?;
                 scored.truncate(limit);
                 Ok(scored)
             }
@@ -926,6 +968,7 @@ impl ServingIndex {
         limit: usize,
         filter: Option<&CompiledFilter>,
         floor: Option<&ScoreFloor>,
+        stats: &Stats<'_>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
         let bits = filter.map(|f| self.filter_bits(f)).transpose()?;
@@ -943,7 +986,7 @@ impl ServingIndex {
             };
             let norms = seg.get_fieldnorms_reader(field).map_err(self.tv())?;
             // As tantivy's TermQuery weighs a term, boosted as its BoostQuery would.
-            let weight = Bm25Weight::for_terms(&self.searcher, std::slice::from_ref(term))
+            let weight = Bm25Weight::for_terms(stats, std::slice::from_ref(term))
                 .map_err(self.tv())?
                 .boost_by(*boost);
             cursors.push(TermCursor::new(postings, norms, weight));
@@ -963,6 +1006,7 @@ impl ServingIndex {
         limit: usize,
         filter: Option<&CompiledFilter>,
         floor: Option<&ScoreFloor>,
+        stats: &Stats<'_>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let Some(seg) = self.segment() else { return Ok(Vec::new()) };
         let text = Self::any_of(terms);
@@ -974,7 +1018,7 @@ impl ServingIndex {
             ])),
         };
         let weight = query
-            .weight(EnableScoring::enabled_from_searcher(&self.searcher))
+            .weight(EnableScoring::enabled_from_statistics_provider(stats, &self.searcher))
             .map_err(self.tv())?;
         let mut top = TopHits::new(limit, floor);
         weight
@@ -990,6 +1034,7 @@ impl ServingIndex {
         &self,
         terms: Vec<(Term, f32)>,
         docs: &[u32],
+        stats: &Stats<'_>,
     ) -> Result<Vec<(u32, f32)>, FormatError> {
         let mut scored: Vec<(u32, f32)> = docs.iter().map(|&d| (d, 0.0)).collect();
         scored.sort_unstable_by_key(|&(d, _)| d);
@@ -998,7 +1043,7 @@ impl ServingIndex {
         if scored.is_empty() {
             return Ok(scored);
         }
-        let scoring = EnableScoring::enabled_from_searcher(&self.searcher);
+        let scoring = EnableScoring::enabled_from_statistics_provider(stats, &self.searcher);
         for (term, boost) in terms {
             let query = TermQuery::new(term, IndexRecordOption::WithFreqs);
             let mut scorer =
@@ -1096,6 +1141,7 @@ impl ServingIndex {
                 bound(filter.until, false),
             )));
         }
+        let mut scope_clauses: Vec<Box<dyn Query>> = Vec::new();
         if let Some(scope) = &filter.scope {
             // Only what the scope excludes from this index becomes a clause: a scope that
             // allows every repository here adds no repository clause at all.
@@ -1106,22 +1152,26 @@ impl ServingIndex {
                 .cloned()
                 .collect();
             if allowed.len() < all.len() {
-                must.push(set_or_empty(allowed));
+                scope_clauses.push(set_or_empty(allowed));
             }
             if !scope.types().is_empty() {
                 let terms =
                     scope.types().iter().map(|t| Term::from_field_text(f.row_type, t.as_str()));
-                must.push(Box::new(TermSetQuery::new(terms)));
+                scope_clauses.push(Box::new(TermSetQuery::new(terms)));
             }
         }
-        let query: Box<dyn Query> = if must.is_empty() {
-            return Ok(None);
-        } else if must.len() == 1 {
-            must.pop().expect("one clause")
-        } else {
-            Box::new(BooleanQuery::new(must.into_iter().map(|q| (Occur::Must, q)).collect()))
+        let scope = match scope_clauses.len() {
+            0 => None,
+            _ => {
+                let key = filter.scope.as_ref().map(Scope::fingerprint).unwrap_or_default();
+                must.extend(scope_clauses.iter().map(|q| q.box_clone()));
+                Some((key, all_of(scope_clauses)))
+            }
         };
-        Ok(Some(CompiledFilter { query }))
+        if must.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(CompiledFilter { query: all_of(must), scope }))
     }
 
     /// Calls `each` with every doc `query` matches, in doc order.
@@ -1139,9 +1189,14 @@ impl ServingIndex {
 
     /// The docs `filter` accepts, as a bitset over ordinals (for the vector search).
     pub fn filter_bits(&self, filter: &CompiledFilter) -> Result<DocBits, FormatError> {
+        self.bits_of(filter.query.as_ref())
+    }
+
+    /// The docs `query` matches, as a bitset over ordinals.
+    fn bits_of(&self, query: &dyn Query) -> Result<DocBits, FormatError> {
         let max = self.segment().map_or(0, |s| s.max_doc()) as usize;
         let mut bits = DocBits { words: vec![0; max.div_ceil(64)], count: 0 };
-        self.for_each_match(filter.query.as_ref(), &mut |docs| {
+        self.for_each_match(query, &mut |docs| {
             for &d in docs {
                 bits.words[(d / 64) as usize] |= 1 << (d % 64);
             }
@@ -1190,8 +1245,15 @@ impl ServingIndex {
         terms_with_prefix(seg, self.f.entity, prefix, limit, &self.path)
     }
 
+    /// How many stored rows [`Self::row`] has decoded since the index was opened: what shows
+    /// that a scope check, made on columns, reads no row it refuses.
+    pub fn rows_decoded(&self) -> u64 {
+        self.decoded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The stored row of `doc`, without its embeddings.
     pub fn row(&self, doc: u32) -> Result<Row, FormatError> {
+        self.decoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let d: TantivyDocument = self.searcher.doc(DocAddress::new(0, doc)).map_err(self.tv())?;
         let bytes = d.get_first(self.f.row).and_then(|v| v.as_bytes()).ok_or_else(|| {
             FormatError::Schema {
@@ -1215,6 +1277,13 @@ impl ServingIndex {
             what: self.path.display().to_string(),
             detail: "the index is empty".into(),
         })
+    }
+
+    /// The repository of the row at `doc`, from the `repo` column: what a scope check reads
+    /// before any stored row is decoded.
+    pub fn repo_of(&self, doc: u32) -> Result<String, FormatError> {
+        let c = self.columns()?;
+        str_of(&c.repo, doc).map_err(self.io())
     }
 
     /// The id of the row at `doc`, from the `id` column.
@@ -1303,6 +1372,14 @@ fn str_of(col: &StrColumn, doc: u32) -> std::io::Result<String> {
         col.ord_to_str(ord, &mut s)?;
     }
     Ok(s)
+}
+
+/// A query matching what every one of `clauses` (at least one) matches.
+fn all_of(mut clauses: Vec<Box<dyn Query>>) -> Box<dyn Query> {
+    if clauses.len() == 1 {
+        return clauses.pop().expect("one clause");
+    }
+    Box::new(BooleanQuery::new(clauses.into_iter().map(|q| (Occur::Must, q)).collect()))
 }
 
 fn set_or_empty(terms: Vec<Term>) -> Box<dyn Query> {

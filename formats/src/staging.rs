@@ -121,7 +121,13 @@ impl Store {
         for key in self.list(&format!("{}/crawl", staging_prefix(run))).await? {
             if key.ends_with("/staged.json") {
                 let Some(bytes) = self.get_opt(&key).await? else { continue };
-                out.push(parse_record(&key, &bytes)?);
+                let staged: StagedCrawl<C> = parse_record(&key, &bytes)?;
+                for part in &staged.parts {
+                    if let StagedPart::Reused(seg) = part {
+                        seg.check_names(&key)?;
+                    }
+                }
+                out.push(staged);
             }
         }
         Ok(out)
@@ -145,10 +151,12 @@ impl Store {
         repo: &str,
     ) -> Result<Option<StagedSegment>, StoreError> {
         let key = staged_segment_key(run, repo);
-        match self.get_opt(&key).await? {
-            Some(bytes) => Ok(Some(parse_record(&key, &bytes)?)),
-            None => Ok(None),
+        let Some(bytes) = self.get_opt(&key).await? else { return Ok(None) };
+        let staged: StagedSegment = parse_record(&key, &bytes)?;
+        for seg in std::iter::once(&staged.entry).chain(&staged.more) {
+            seg.check_names(&key)?;
         }
+        Ok(Some(staged))
     }
 }
 

@@ -23,7 +23,8 @@ use crate::manifest::{
 };
 use crate::merge::{MergeIndexes, MergeLimits, MergeProgress};
 use crate::row::sha256_hex;
-use crate::segment::{SEGMENT_JSON, read_segment_meta, safe_join};
+use crate::names::{name_join, safe_join};
+use crate::segment::{SEGMENT_JSON, read_segment_meta};
 
 /// Test hook: when `$HUBDEX_FAILPOINT` names this point, the process aborts here, as if it
 /// were killed (reliability tests use it to stop a publish half-way). Unset, it does nothing.
@@ -457,6 +458,7 @@ impl Store {
 
     /// A snapshot's manifest.json as stored, unchecked.
     async fn manifest_bytes(&self, id: &str) -> Result<bytes::Bytes, StoreError> {
+        crate::check_name("snapshot id", id)?;
         self.get_opt(&manifest_key(id)).await?.ok_or_else(|| StoreError::UnknownSnapshot {
             id: id.to_string(),
             url: self.url.clone(),
@@ -753,30 +755,42 @@ impl Store {
     }
 
     /// Downloads a segment into `cache/segments/<id>`, hashing every file as it is copied and
-    /// checking it against the manifest before the directory becomes visible. A segment
-    /// already in the cache was verified when it entered and is not hashed again.
+    /// checking it against the manifest before the directory becomes visible. The cache holds
+    /// copies, never links to a local store's files: a file rewritten in place in the store
+    /// cannot reach a cached segment. A segment already in the cache was verified when it
+    /// entered and is not hashed again, as long as every file is still the one verified (its
+    /// size, modification time and inode, recorded in the marker); a file changed, truncated
+    /// or missing since makes it fetched and verified again.
     pub async fn fetch_segment(
         &self,
         seg: &ManifestSegment,
         cache: &Path,
     ) -> Result<PathBuf, StoreError> {
-        let final_dir = cache.join(SEGMENTS_DIR).join(&seg.id);
-        if final_dir.join(VERIFIED_MARKER).is_file() {
-            return Ok(final_dir);
+        let segments = cache.join(SEGMENTS_DIR);
+        let final_dir = name_join(&segments, "segment id", &seg.id)?;
+        if final_dir.exists() {
+            if still_verified(&final_dir, seg) {
+                return Ok(final_dir);
+            }
+            tracing::warn!(segment = %seg.id, dir = %final_dir.display(), "cached segment changed since it was verified: fetching it again");
+            std::fs::remove_dir_all(&final_dir).map_err(|e| FormatError::io(&final_dir, e))?;
         }
-        let tmp = cache.join(SEGMENTS_DIR).join(format!(".tmp-{}-{}", seg.id, std::process::id()));
+        let tmp = segments.join(format!(".tmp-{}-{}", seg.id, std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-        let result = self.fetch_into(seg, &tmp).await;
+        let result = self.fetch_into(seg, &tmp).await.and_then(|()| {
+            let marker = tmp.join(VERIFIED_MARKER);
+            let stamps = verified_stamps(&tmp, seg).map_err(|e| FormatError::io(&tmp, e))?;
+            std::fs::write(&marker, stamps).map_err(|e| FormatError::io(&marker, e).into())
+        });
         if let Err(e) = result {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }
-        std::fs::write(tmp.join(VERIFIED_MARKER), b"").map_err(|e| FormatError::io(&tmp, e))?;
         match std::fs::rename(&tmp, &final_dir) {
             Ok(()) => {}
             // Another process verified the same segment first: theirs is as good as ours.
-            Err(_) if final_dir.join(VERIFIED_MARKER).is_file() => {
+            Err(_) if still_verified(&final_dir, seg) => {
                 let _ = std::fs::remove_dir_all(&tmp);
             }
             Err(e) => return Err(FormatError::io(&final_dir, e).into()),
@@ -813,10 +827,7 @@ impl Store {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| FormatError::io(parent, e))?;
             }
-            let (sha256, bytes) = match self.link_hashing(&key, &path) {
-                Some(done) => done?,
-                None => self.copy_hashing(&key, &path).await?,
-            };
+            let (sha256, bytes) = self.copy_hashing(&key, &path).await?;
             if sha256 != f.sha256 || bytes != f.bytes {
                 return Err(FormatError::ChecksumMismatch {
                     path: key,
@@ -829,16 +840,6 @@ impl Store {
         let json_path = dir.join(SEGMENT_JSON);
         std::fs::write(&json_path, &json).map_err(|e| FormatError::io(&json_path, e))?;
         Ok(())
-    }
-
-    /// A local store's file, hard-linked into the cache and hashed there: no second copy on
-    /// disk and no written pages to charge a memory-limited server for. `None` where there is
-    /// nothing to link (a remote store, or another file system: then it is copied).
-    fn link_hashing(&self, key: &str, to: &Path) -> Option<Result<(String, u64), StoreError>> {
-        // The key comes from a manifest: it must name a file inside the store.
-        let from = safe_join(self.local_root.as_ref()?, key).ok()?;
-        std::fs::hard_link(&from, to).ok()?;
-        Some(crate::segment::hash_file(to).map_err(StoreError::from))
     }
 
     async fn copy_hashing(&self, key: &str, to: &Path) -> Result<(String, u64), StoreError> {
@@ -878,6 +879,44 @@ impl Store {
         sync(&mut file).map_err(|e| FormatError::io(to, e))?;
         Ok((hex::encode(h.finalize()), n))
     }
+}
+
+/// One line per file of a verified segment (segment.json included): its path, size,
+/// modification time and inode as they were once it was hashed. [`still_verified`] compares
+/// them with the files found later.
+fn verified_stamps(dir: &Path, seg: &ManifestSegment) -> std::io::Result<String> {
+    let mut out = String::new();
+    for path in std::iter::once(SEGMENT_JSON).chain(seg.files.iter().map(|f| f.path.as_str())) {
+        let full = safe_join(dir, path).map_err(std::io::Error::other)?;
+        out.push_str(&format!("{path}\t{}\n", file_stamp(&full)?));
+    }
+    Ok(out)
+}
+
+/// A file's size, modification time (nanoseconds since the epoch) and, on Unix, inode.
+fn file_stamp(path: &Path) -> std::io::Result<String> {
+    let m = std::fs::metadata(path)?;
+    let mtime = m.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let inode = 0u64;
+    Ok(format!("{}\t{mtime}\t{inode}", m.len()))
+}
+
+/// Whether a cached segment directory still holds the files it was verified with: its marker
+/// lists every file of `seg` with the stamp the file has now, and each size is the manifest's
+/// (checked before anything is mapped: a shorter file would fault its reader). A marker
+/// without stamps (an older cache) is not trusted.
+fn still_verified(dir: &Path, seg: &ManifestSegment) -> bool {
+    let Ok(marker) = std::fs::read_to_string(dir.join(VERIFIED_MARKER)) else { return false };
+    let sizes_match = seg.files.iter().all(|f| {
+        safe_join(dir, &f.path)
+            .ok()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.len() == f.bytes)
+    });
+    sizes_match && verified_stamps(dir, seg).is_ok_and(|now| now == marker)
 }
 
 /// How much of a segment file [`Store::fetch_segment`] writes before it syncs it.
@@ -1061,7 +1100,7 @@ impl Store {
         for m in group {
             dirs.push(self.fetch_segment(m, cache).await?);
         }
-        let dir = work.join(id);
+        let dir = name_join(work, "merged segment id", id)?;
         let _ = std::fs::remove_dir_all(&dir);
         let (d, i, m) = (dir.clone(), id.to_string(), model.clone());
         let write = move || {
@@ -1130,7 +1169,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_cached_file_is_linked_only_from_inside_the_store() {
+    async fn a_cached_file_is_a_copy_of_a_file_inside_the_store() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("store");
         std::fs::create_dir_all(root.join("segments/s")).unwrap();
@@ -1140,20 +1179,18 @@ mod tests {
         let cache = tmp.path().join("cache");
         std::fs::create_dir_all(&cache).unwrap();
 
-        // Inside the store: linked (one inode, no second copy) and hashed.
+        // Inside the store: copied (its own inode: a write in place in the store cannot reach
+        // it) and hashed.
         let inside = cache.join("rows.parquet");
-        let (sha, bytes) = store.link_hashing("segments/s/rows.parquet", &inside).unwrap().unwrap();
+        let (sha, bytes) = store.copy_hashing("segments/s/rows.parquet", &inside).await.unwrap();
         assert_eq!((sha.as_str(), bytes), (sha256_hex(b"rows").as_str(), 4));
         use std::os::unix::fs::MetadataExt as _;
         let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
-        assert_eq!(ino(&inside), ino(&root.join("segments/s/rows.parquet")));
+        assert_ne!(ino(&inside), ino(&root.join("segments/s/rows.parquet")));
 
-        // A key that climbs out of the store (a crafted manifest or segment.json) links
-        // nothing, and the copy it falls back to refuses it too.
+        // A key that climbs out of the store (a crafted manifest or segment.json) is refused.
         for key in ["../secret", "segments/../../secret", "/etc/passwd"] {
             let to = cache.join("crafted");
-            assert!(store.link_hashing(key, &to).is_none(), "{key} was linked");
-            assert!(!to.exists(), "{key} left {}", to.display());
             let copied = store.copy_hashing(key, &to).await;
             assert!(copied.is_err(), "{key} was copied: {copied:?}");
             let leaked = std::fs::read(&to).unwrap_or_default();

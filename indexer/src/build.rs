@@ -151,27 +151,28 @@ impl BuildReport {
 }
 
 /// The rows a GitHub crawl of `repo` carries over from the previous snapshot (its threads and
-/// releases: [`crate::github::carried_rows`]), with their vectors, when the model is the same
-/// one. Read a build segment at a time, keeping only those rows: what is held is bounded by the
-/// API's items, not by the history (commit, diff, doc and code rows are not kept).
+/// releases: [`crate::github::carried_rows`]), without their vectors. They are carried whatever
+/// model made the previous snapshot: the crawl cursor's watermark limits the API crawl to
+/// items updated since that snapshot, so a thread not carried here would be lost. Their vectors
+/// are made again where the model changed, as every row's are ([`fill_vectors`] reuses a
+/// vector only from segments of the same model). Read a build segment at a time, keeping only
+/// those rows: what is held is bounded by the API's items, not by the history (commit, diff,
+/// doc and code rows are not kept). A local repository is read whole and carries nothing.
 pub(crate) async fn previous_threads(
     store: &Store,
     cache: &std::path::Path,
     prev: Option<&Manifest>,
     repo: &str,
-    model_sha: &str,
+    source: &Source,
 ) -> anyhow::Result<Vec<Row>> {
-    let Some(prev) = prev else { return Ok(Vec::new()) };
-    if prev.model.model_sha256 != model_sha {
-        return Ok(Vec::new());
-    }
+    let (Some(prev), Source::GitHub) = (prev, source) else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for seg in prev.segments.iter().filter(|s| s.repo == repo) {
         let dir = store
             .fetch_segment(seg, cache)
             .await
             .with_context(|| format!("reading previous segment {}", seg.id))?;
-        let rows = read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), true)?;
+        let rows = read_rows(&dir.join(hubdex_formats::ROWS_PARQUET), false)?;
         out.extend(rows.into_iter().filter(|r| crate::github::carried_kind(r.kind())));
     }
     Ok(out)
@@ -1023,22 +1024,10 @@ pub async fn build_with(
         let t = Instant::now();
         let crawl = spinner(Some(&mp));
         crawl.set_message(format!("crawling {repo}"));
-        // A GitHub crawl carries unchanged threads over from the current snapshot; a local
-        // repository is read whole. Either way its build segments reuse what they can by input
-        // hash and text hash (embed_one).
-        let previous = match source {
-            Source::GitHub => {
-                previous_threads(
-                    &plan.store,
-                    &opts.cache,
-                    plan.prev.as_ref(),
-                    repo,
-                    &model.model_sha256,
-                )
-                .await?
-            }
-            Source::Local(_) => Vec::new(),
-        };
+        // A GitHub crawl carries unchanged threads over from the current snapshot; either way
+        // its build segments reuse what they can by input hash and text hash (embed_one).
+        let previous =
+            previous_threads(&plan.store, &opts.cache, plan.prev.as_ref(), repo, source).await?;
         let mut c = crawl_one(opts, &plan, repo, source, previous, &mut report, &crawl).await?;
         report.crawl_seconds += t.elapsed().as_secs_f64();
         if let Some(cursor) = c.cursor.take() {

@@ -126,15 +126,8 @@ async fn crawl_planned(
     let git_version = git::version()?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = crate::progress::spinner(None);
-        // A GitHub crawl carries unchanged threads over from the current snapshot; a local
-        // repository is read whole and needs nothing from it here.
-        let prev_rows = match (&plan.prev, source) {
-            (Some(m), crate::build::Source::GitHub) => {
-                previous_threads(&plan.store, &opts.cache, Some(m), repo, &m.model.model_sha256)
-                    .await?
-            }
-            _ => Vec::new(),
-        };
+        let prev_rows =
+            previous_threads(&plan.store, &opts.cache, plan.prev.as_ref(), repo, source).await?;
         let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
         let cursor = c.cursor.take();
         let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());

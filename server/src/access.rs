@@ -324,8 +324,9 @@ pub enum AuthError {
     /// A tokens-file token past its expiry.
     #[error("the bearer token expired at {0}")]
     Expired(String),
-    /// The tokens file cannot be read: every token of it is refused until it can.
-    #[error("the server's tokens file cannot be read; ask its operator")]
+    /// The tokens file cannot be read: every token of it is refused until it can. The caller
+    /// is told only that authentication is unavailable (503); the log says why.
+    #[error("the server cannot check tokens right now; try again later")]
     TokensUnavailable,
     /// An OAuth access token that does not verify.
     #[error("the access token is not valid: {0}")]

@@ -96,8 +96,8 @@ pub fn fetch(
     let mut results = Vec::new();
     let mut not_found = Vec::new();
     for id in ids {
-        let row = snap.row(id).map_err(crate::filter::index_error)?;
-        let Some(r) = row.filter(|r| scope.is_none_or(|s| s.allows(r))) else {
+        let row = snap.row_in_scope(id, scope).map_err(crate::filter::index_error)?;
+        let Some(r) = row else {
             not_found.push(id.clone());
             continue;
         };
@@ -242,7 +242,8 @@ pub fn read_span(
             }
         }
     }
-    let file = file.filter(|_| scope.is_none_or(|s| s.allows_entity(&req.repo, "file/")));
+    let allowed = crate::related::file_allowed(snap, &req.repo, &req.path, scope)?;
+    let file = file.filter(|_| allowed);
     let Some(file) = file else {
         return Err(ToolError::arg(
             "path",

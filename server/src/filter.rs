@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use globset::Glob;
-use hubdex_formats::{RowFilter, RowType};
+use hubdex_formats::{MAX_GLOB_CHARS, RowFilter, RowType, glob_matcher};
 
 use crate::args::{Args, ToolError};
 use crate::snapshot::OpenSnapshot;
@@ -74,11 +74,17 @@ pub(crate) fn filters_from_args(a: &Args<'_>) -> Result<Filters, ToolError> {
     };
     let files_glob = match non_empty("files_glob", a.string("files_glob")?)? {
         None => None,
+        Some(g) if g.chars().count() > MAX_GLOB_CHARS => {
+            return Err(ToolError::arg(
+                "files_glob",
+                format!("must be at most {MAX_GLOB_CHARS} characters, got {}", g.chars().count()),
+            ));
+        }
         Some(g) => {
-            let m = Glob::new(&g)
-                .map_err(|e| ToolError::arg("files_glob", format!("is not a valid glob: {e}")))?
-                .compile_matcher();
-            Some(m)
+            let glob = Glob::new(&g).map_err(|e| {
+                ToolError::arg("files_glob", format!("is not a valid glob: {}", e.kind()))
+            })?;
+            Some(glob_matcher(glob).map_err(|e| ToolError::arg("files_glob", e))?)
         }
     };
     let since = a.string("since")?.map(|s| parse_time("since", &s)).transpose()?;

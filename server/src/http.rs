@@ -42,6 +42,15 @@ pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A request (headers, body and answer) must finish within this, or it gets 408.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A request's headers, and on a kept-alive connection the next request's, must arrive within
+/// this, or the connection is closed: a client trickling a header line at a time holds no
+/// connection for long.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// HTTP connections served at once unless `--max-connections` says otherwise; one more is
+/// answered 503 and closed.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 256;
+
 const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
 /// How the HTTP server is set up.
@@ -63,6 +72,8 @@ pub struct HttpOptions {
     pub public_url: Option<String>,
     /// When set, `POST /webhooks/github` verifies deliveries with this secret and queues them.
     pub webhook: Option<WebhookConfig>,
+    /// Connections served at once (0: [`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
 }
 
 struct Guard {
@@ -75,18 +86,46 @@ struct Guard {
     state: Arc<AppState>,
 }
 
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    host.rsplit_once(':')
-        .map_or(host, |(h, port)| if port.chars().all(|c| c.is_ascii_digit()) { h } else { host })
+/// The host name of a `Host` value (RFC 9110 §7.2: `uri-host [ ":" port ]`), or `None` when it
+/// is not one: a bracketed IPv6 address followed by anything but a port (`[::1]evil`), a port
+/// that is not digits, or characters no host name holds.
+fn host_name(host: &str) -> Option<&str> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (addr, after) = rest.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return None;
+        }
+        (addr, port)
+    } else {
+        let (name, port) = match host.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host, None),
+        };
+        let name_ok = !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+        if !name_ok {
+            return None;
+        }
+        (name, port)
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok.then_some(name)
+}
+
+/// Whether `name` (a host name, without port or brackets) is a loopback one, in any case.
+fn is_loopback(name: &str) -> bool {
+    LOOPBACK_HOSTS.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 impl Guard {
     fn host_ok(&self, host: &str) -> bool {
-        let name = host_name(host);
-        LOOPBACK_HOSTS.contains(&name)
+        let Some(name) = host_name(host) else { return false };
+        is_loopback(name)
             || self
                 .hosts
                 .iter()
@@ -97,11 +136,12 @@ impl Guard {
         if self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
             return true;
         }
-        let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"))
+        let lower = origin.to_ascii_lowercase();
+        let Some(rest) = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"))
         else {
             return false;
         };
-        LOOPBACK_HOSTS.contains(&host_name(rest))
+        host_name(rest).is_some_and(is_loopback)
     }
 
     /// Who sends `headers`: the holder of the single token, of a tokens-file token, of an
@@ -153,10 +193,10 @@ impl Guard {
     /// The 401 answer: `WWW-Authenticate: Bearer`, with the resource metadata's address when
     /// OAuth is on (MCP authorization) and `error="invalid_token"` when a token was sent.
     fn unauthorized(&self, headers: &HeaderMap, path: &str, err: &AuthError) -> Response {
-        let status = if *err == AuthError::NoGrant {
-            StatusCode::FORBIDDEN
-        } else {
-            StatusCode::UNAUTHORIZED
+        let status = match err {
+            AuthError::NoGrant => StatusCode::FORBIDDEN,
+            AuthError::TokensUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::UNAUTHORIZED,
         };
         let mut r = error_response(status, &err.to_string());
         let mut params = Vec::new();
@@ -214,6 +254,11 @@ fn refusal_reason(e: &AuthError) -> &'static str {
     }
 }
 
+/// A header value as an error message shows it: at most 200 characters.
+fn shown(value: &str) -> String {
+    value.chars().take(200).collect()
+}
+
 fn error_response(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"error": {"message": message}}))).into_response()
 }
@@ -225,19 +270,19 @@ async fn guard(State(g): State<Arc<Guard>>, mut req: Request, next: Next) -> Res
     let open =
         path == "/healthz" || path == WEBHOOK_PATH || path.starts_with(RESOURCE_METADATA_PATH);
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    // An Origin that is not text is refused like any other origin not allowed.
+    let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or("(not text)"));
     let response = if let Some(name) = repeated_header(headers) {
         error_response(StatusCode::BAD_REQUEST, &format!("more than one {name} header"))
     } else if !g.host_ok(host) {
         error_response(
             StatusCode::FORBIDDEN,
-            &format!("Host {host:?} is not allowed (see --allowed-host)"),
+            &format!("Host {:?} is not allowed (see --allowed-host)", shown(host)),
         )
-    } else if let Some(origin) =
-        headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()).filter(|o| !g.origin_ok(o))
-    {
+    } else if let Some(origin) = origin.filter(|o| !g.origin_ok(o)) {
         error_response(
             StatusCode::FORBIDDEN,
-            &format!("Origin {origin:?} is not allowed (see --allowed-origin)"),
+            &format!("Origin {:?} is not allowed (see --allowed-origin)", shown(origin)),
         )
     } else if open {
         next.run(req).await
@@ -278,12 +323,27 @@ async fn refuse_batches(req: Request, next: Next) -> Response {
             );
         }
     };
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-        let body = json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "JSON-RPC batches are not supported: send one request per POST"}});
+    if let Some((code, message)) = jsonrpc_problem(&bytes) {
+        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
         return (StatusCode::BAD_REQUEST, Json(body)).into_response();
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// What makes a POSTed body no JSON-RPC 2.0 message, as (JSON-RPC error code, message): a
+/// batch, bytes that are not UTF-8 JSON (parse error), or a message without `"jsonrpc":
+/// "2.0"` (invalid request). Each gets 400, not the 415 a media type error would.
+fn jsonrpc_problem(body: &[u8]) -> Option<(i64, &'static str)> {
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Some((-32600, "JSON-RPC batches are not supported: send one request per POST"));
+    }
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return Some((-32700, "the body is not valid JSON (UTF-8)"));
+    };
+    if message.get("jsonrpc") != Some(&json!("2.0")) {
+        return Some((-32600, "the body is not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\")"));
+    }
+    None
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Json<Value> {
@@ -416,7 +476,8 @@ fn metadata_route(
     }
 }
 
-/// Serves until the process is stopped.
+/// Serves until the process is stopped: each connection as HTTP/1.1 with keep-alive, its
+/// headers read within [`HEADER_READ_TIMEOUT`], at most `max_connections` at once.
 pub async fn serve_http(
     state: Arc<AppState>,
     addr: SocketAddr,
@@ -427,8 +488,65 @@ pub async fn serve_http(
         .map_err(|e| anyhow::anyhow!("binding {addr}: {e}"))?;
     let local = listener.local_addr()?;
     eprintln!("hubdex: serving snapshot {} on http://{local}/mcp", state.current.load().id());
-    axum::serve(listener, router(state, opts)).await?;
+    let max = match opts.max_connections {
+        0 => DEFAULT_MAX_CONNECTIONS as usize,
+        n => n,
+    };
+    serve_connections(listener, router(state, opts), max).await;
     Ok(())
+}
+
+/// Accepts connections for ever, serving up to `max` at once. A failed accept (out of file
+/// descriptors, say) is logged and retried after a pause instead of ending the server.
+async fn serve_connections(listener: tokio::net::TcpListener, app: Router, max: usize) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let permits = Arc::new(tokio::sync::Semaphore::new(max));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_connection(stream, max));
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// The answer of a connection past the limit: 503 with a JSON error, then closed.
+async fn refuse_connection(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt as _;
+    let body = json!({"error": {"message": format!(
+        "the server is serving its limit of {max} connections (--max-connections); retry shortly"
+    )}})
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }
 
 #[cfg(test)]
@@ -436,10 +554,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_names_lose_their_port() {
-        assert_eq!(host_name("127.0.0.1:8080"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:8080"), "::1");
-        assert_eq!(host_name("example.com"), "example.com");
+    fn host_names_lose_their_port_and_malformed_hosts_have_none() {
+        for (host, name) in [
+            ("127.0.0.1:8080", Some("127.0.0.1")),
+            ("[::1]:8080", Some("::1")),
+            ("[::1]", Some("::1")),
+            ("example.com", Some("example.com")),
+            ("LOCALHOST", Some("LOCALHOST")),
+            ("[::1]evil", None),
+            ("[::1]:80evil", None),
+            ("[::1]:", None),
+            ("localhost:80x", None),
+            ("evil.com/x", None),
+            ("evil.com\"x", None),
+            ("", None),
+            ("[]", None),
+        ] {
+            assert_eq!(host_name(host), name, "{host:?}");
+        }
+        assert!(is_loopback("LOCALHOST") && is_loopback("::1") && !is_loopback("localhost.evil"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_rpc_2_is_named() {
+        for (body, code) in [
+            (&b"[{}]"[..], Some(-32600)),
+            (b"{not json", Some(-32700)),
+            (b"\xff\xfe", Some(-32700)),
+            (br#"{"jsonrpc": "1.0", "id": 1, "method": "ping"}"#, Some(-32600)),
+            (br#"{"id": 1, "method": "ping"}"#, Some(-32600)),
+            (br#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#, None),
+        ] {
+            assert_eq!(jsonrpc_problem(body).map(|p| p.0), code, "{:?}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]

@@ -214,6 +214,11 @@ struct ServeArgs {
     /// Browser origins to accept (scheme://host:port).
     #[arg(long = "allowed-origin")]
     allowed_origins: Vec<String>,
+    /// HTTP connections served at once; one more is answered 503 and closed. Keep it under the
+    /// process's open-file limit (`ulimit -n`).
+    #[arg(long = "max-connections", default_value_t = hubdex_server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    max_connections: u32,
 }
 
 #[derive(Subcommand)]
@@ -505,6 +510,7 @@ async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> 
         tokens,
         oauth,
         public_url: args.public_url.clone(),
+        max_connections: args.max_connections as usize,
         webhook: secret
             .map(|s| WebhookConfig::new(s, args.dispatch_repo.as_deref(), &args.github_api))
             .transpose()?,

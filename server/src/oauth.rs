@@ -37,6 +37,19 @@ const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 /// An unknown `kid` fetches the JWKS again, but not more often than this.
 const JWKS_MIN_REFETCH: Duration = Duration::from_secs(1);
 
+/// After failed fetches the wait before the next one doubles from [`JWKS_MIN_REFETCH`] up to
+/// this: an issuer that is down is not asked once per token.
+const JWKS_MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The longest claim value a grant takes, in bytes; a longer one grants nothing.
+pub(crate) const MAX_CLAIM_VALUE_CHARS: usize = 256;
+
+/// The most values of one list claim a grant takes; past them, the claim grants nothing.
+pub(crate) const MAX_CLAIM_VALUES: usize = 64;
+
+/// How many tokens' callers (their compiled scopes) are kept, by the token's sha256.
+const CALLER_CACHE_TOKENS: usize = 1024;
+
 /// Clock skew allowed on `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 30;
 
@@ -155,15 +168,64 @@ struct KeyCache {
     keys: HashMap<String, Jwk>,
     /// Keys without a `kid`, tried in turn.
     anonymous: Vec<Jwk>,
+    /// When the keys were last fetched.
     fetched: Option<Instant>,
     jwks_url: Option<String>,
+    /// When a fetch was last started, and how many have failed in a row since the last one
+    /// that worked (with the last error): the next fetch waits [`KeyCache::refetch_gap`].
+    attempted: Option<Instant>,
+    failures: u32,
+    last_error: Option<String>,
+}
+
+impl KeyCache {
+    /// How long after the last attempt another fetch may start: [`JWKS_MIN_REFETCH`], doubled
+    /// for each failure in a row, up to [`JWKS_MAX_BACKOFF`].
+    fn refetch_gap(&self) -> Duration {
+        let doubled = JWKS_MIN_REFETCH.saturating_mul(1u32 << self.failures.min(16));
+        doubled.min(JWKS_MAX_BACKOFF)
+    }
+
+    /// Whether a token naming `kid` should fetch the keys again now.
+    fn wants_fetch(&self, kid: Option<&str>) -> bool {
+        let stale = self.fetched.is_none_or(|t| t.elapsed() > JWKS_MAX_AGE);
+        let unknown = match kid {
+            Some(k) => !self.keys.contains_key(k),
+            None => self.anonymous.is_empty() && self.keys.len() != 1,
+        };
+        let may = self.attempted.is_none_or(|t| t.elapsed() >= self.refetch_gap());
+        (stale || unknown) && may
+    }
+
+    fn install(&mut self, set: JwkSet) {
+        self.keys.clear();
+        self.anonymous.clear();
+        for k in set.keys {
+            match k.common.key_id.clone() {
+                Some(kid) => {
+                    self.keys.insert(kid, k);
+                }
+                None => self.anonymous.push(k),
+            }
+        }
+        self.fetched = Some(Instant::now());
+        self.failures = 0;
+        self.last_error = None;
+    }
 }
 
 /// Verifies access tokens; holds the issuer's keys.
 pub struct OAuth {
     config: OAuthConfig,
     http: reqwest::Client,
-    cache: tokio::sync::Mutex<KeyCache>,
+    /// Held only to read or update, never across a fetch.
+    cache: std::sync::Mutex<KeyCache>,
+    /// Held by the one fetch in progress: a token that needs new keys waits for it only when
+    /// no key was ever fetched; every other caller checks against the keys already known.
+    fetching: tokio::sync::Mutex<()>,
+    /// The callers of recently seen tokens by the token's sha256: a token's scope is compiled
+    /// once, not on every request.
+    callers: std::sync::Mutex<HashMap<String, Caller>>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -181,12 +243,17 @@ impl OAuth {
             .build()
             .map_err(|e| anyhow::anyhow!("building the HTTP client for the issuer: {e}"))?;
         Ok(OAuth {
-            cache: tokio::sync::Mutex::new(KeyCache {
+            cache: std::sync::Mutex::new(KeyCache {
                 keys: HashMap::new(),
                 anonymous: Vec::new(),
                 fetched: None,
                 jwks_url: config.jwks_url.clone(),
+                attempted: None,
+                failures: 0,
+                last_error: None,
             }),
+            fetching: tokio::sync::Mutex::new(()),
+            callers: std::sync::Mutex::new(HashMap::new()),
             config,
             http,
         })
@@ -229,55 +296,72 @@ impl OAuth {
         Err(errors.join("; "))
     }
 
-    /// Fetches the JWKS into the cache.
-    async fn refresh(&self, cache: &mut KeyCache) -> Result<(), String> {
-        let url = match &cache.jwks_url {
-            Some(u) => u.clone(),
-            None => {
-                let u = self.discover().await?;
-                cache.jwks_url = Some(u.clone());
-                u
-            }
+    fn key_cache(&self) -> std::sync::MutexGuard<'_, KeyCache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Fetches the JWKS (discovering its address first when not known), holding no lock.
+    async fn fetch_keys(&self, known_url: Option<String>) -> Result<(String, JwkSet), String> {
+        let url = match known_url {
+            Some(u) => u,
+            None => self.discover().await?,
         };
         let set: JwkSet = serde_json::from_value(self.get_json(&url).await?)
             .map_err(|e| format!("{url} is not a JWKS: {e}"))?;
-        cache.keys.clear();
-        cache.anonymous.clear();
-        for k in set.keys {
-            match k.common.key_id.clone() {
-                Some(kid) => {
-                    cache.keys.insert(kid, k);
-                }
-                None => cache.anonymous.push(k),
-            }
-        }
-        cache.fetched = Some(Instant::now());
-        tracing::info!(jwks = %url, keys = cache.keys.len() + cache.anonymous.len(), "issuer keys fetched");
-        Ok(())
+        Ok((url, set))
     }
 
     /// The keys a token with this `kid` may be checked against, fetching the JWKS when it is
-    /// old or does not hold the `kid`.
+    /// old or does not hold the `kid` — one fetch at a time, at most once a second, and after
+    /// failures less often still ([`KeyCache::refetch_gap`]). A fetch in progress or failing
+    /// delays no caller whose key is already known.
     async fn keys_for(&self, kid: Option<&str>) -> Result<Vec<Jwk>, String> {
-        let mut cache = self.cache.lock().await;
-        let stale = cache.fetched.is_none_or(|t| t.elapsed() > JWKS_MAX_AGE);
-        let unknown = match kid {
-            Some(k) => !cache.keys.contains_key(k),
-            None => cache.anonymous.is_empty() && cache.keys.len() != 1,
+        let (wants, have_keys) = {
+            let c = self.key_cache();
+            (c.wants_fetch(kid), c.fetched.is_some())
         };
-        let may_refetch = cache.fetched.is_none_or(|t| t.elapsed() >= JWKS_MIN_REFETCH);
-        if (stale || (unknown && may_refetch))
-            && let Err(e) = self.refresh(&mut cache).await
-        {
-            tracing::warn!(issuer = %self.config.issuer, error = %e, "fetching the issuer's keys failed");
-            if cache.fetched.is_none() {
-                return Err(format!("the issuer's keys cannot be fetched: {e}"));
+        if wants {
+            let guard = if have_keys {
+                self.fetching.try_lock().ok()
+            } else {
+                Some(self.fetching.lock().await)
+            };
+            if let Some(_fetching) = guard {
+                // Another fetch may have finished while this one waited for its turn.
+                let url = {
+                    let mut c = self.key_cache();
+                    c.wants_fetch(kid).then(|| {
+                        c.attempted = Some(Instant::now());
+                        c.jwks_url.clone()
+                    })
+                };
+                if let Some(url) = url {
+                    let fetched = self.fetch_keys(url).await;
+                    let mut c = self.key_cache();
+                    match fetched {
+                        Ok((url, set)) => {
+                            c.jwks_url = Some(url.clone());
+                            c.install(set);
+                            tracing::info!(jwks = %url, keys = c.keys.len() + c.anonymous.len(), "issuer keys fetched");
+                        }
+                        Err(e) => {
+                            c.failures = c.failures.saturating_add(1);
+                            tracing::warn!(issuer = %self.config.issuer, error = %e, failures = c.failures, retry_in_s = c.refetch_gap().as_secs(), "fetching the issuer's keys failed");
+                            c.last_error = Some(e);
+                        }
+                    }
+                }
             }
         }
+        let c = self.key_cache();
+        if c.fetched.is_none() {
+            let why = c.last_error.clone().unwrap_or_else(|| "no fetch has finished yet".into());
+            return Err(format!("the issuer's keys cannot be fetched: {why}"));
+        }
         Ok(match kid {
-            Some(k) => cache.keys.get(k).cloned().into_iter().collect(),
-            None if !cache.anonymous.is_empty() => cache.anonymous.clone(),
-            None => cache.keys.values().cloned().collect(),
+            Some(k) => c.keys.get(k).cloned().into_iter().collect(),
+            None if !c.anonymous.is_empty() => c.anonymous.clone(),
+            None => c.keys.values().cloned().collect(),
         })
     }
 
@@ -319,46 +403,96 @@ impl OAuth {
             }
             let key = DecodingKey::from_jwk(&jwk).map_err(|e| jwt(format!("issuer key: {e}")))?;
             match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key, &validation) {
-                Ok(data) => return self.caller(&data.claims),
+                Ok(data) => return self.caller_of(token, data.claims).await,
                 Err(e) => last = describe(&e),
             }
         }
         Err(jwt(last))
     }
 
-    fn caller(&self, claims: &serde_json::Map<String, Value>) -> Result<Caller, AuthError> {
-        let mut patterns = Vec::new();
-        for g in &self.config.grants {
-            let values: Vec<String> = match claims.get(&g.claim) {
-                Some(Value::String(s)) => vec![s.clone()],
-                Some(Value::Array(a)) => {
-                    a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()
-                }
-                Some(v @ (Value::Number(_) | Value::Bool(_))) => vec![v.to_string()],
-                _ => Vec::new(),
-            };
-            // An empty value would turn `{team}*` into `*`: it grants nothing.
-            for v in values.into_iter().filter(|v| !v.is_empty()) {
-                if g.equals.as_ref().is_some_and(|e| e != &v) {
-                    continue;
-                }
-                let placeholder = format!("{{{}}}", g.claim);
-                patterns.extend(g.repos.iter().map(|r| r.replace(&placeholder, &glob_literal(&v))));
-            }
+    /// The caller a verified token stands for: kept by the token's sha256, so its scope is
+    /// compiled once per token, on a blocking thread rather than the runtime's.
+    async fn caller_of(
+        &self,
+        token: &str,
+        claims: serde_json::Map<String, Value>,
+    ) -> Result<Caller, AuthError> {
+        let key = hubdex_formats::sha256_hex(token.as_bytes());
+        let cached = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
+        if let Some(caller) = cached {
+            return Ok(caller);
         }
-        if patterns.is_empty() {
-            return Err(AuthError::NoGrant);
+        let grants = self.config.grants.clone();
+        let caller = tokio::task::spawn_blocking(move || caller_from_claims(&grants, &claims))
+            .await
+            .map_err(|e| AuthError::Jwt(format!("mapping its claims failed: {e}")))??;
+        let mut callers = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if callers.len() >= CALLER_CACHE_TOKENS {
+            callers.clear();
         }
-        patterns.sort();
-        patterns.dedup();
-        let scope = scope_of(&patterns, &[]).map_err(AuthError::Jwt)?;
-        let name = ["sub", "client_id", "azp"]
-            .iter()
-            .find_map(|c| claims.get(*c).and_then(Value::as_str))
-            .unwrap_or("unknown")
-            .to_string();
-        Ok(Caller { name, kind: CallerKind::OAuth, scope })
+        callers.insert(key, caller.clone());
+        Ok(caller)
     }
+}
+
+/// The values of claim `name` a grant may use: a string, number or boolean, or a list of
+/// them. A value longer than [`MAX_CLAIM_VALUE_CHARS`] bytes or holding a control character
+/// is dropped, and a list of more than [`MAX_CLAIM_VALUES`] grants nothing: a claim is the
+/// issuer's data, and a huge one must not become a huge pattern.
+fn claim_values(name: &str, claim: Option<&Value>) -> Vec<String> {
+    let values: Vec<String> = match claim {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) if a.len() > MAX_CLAIM_VALUES => {
+            tracing::warn!(claim = name, values = a.len(), max = MAX_CLAIM_VALUES, "claim has too many values: it grants nothing");
+            return Vec::new();
+        }
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Some(v @ (Value::Number(_) | Value::Bool(_))) => vec![v.to_string()],
+        _ => Vec::new(),
+    };
+    values
+        .into_iter()
+        .filter(|v| {
+            let ok = v.len() <= MAX_CLAIM_VALUE_CHARS && !v.chars().any(char::is_control);
+            if !ok {
+                tracing::warn!(claim = name, bytes = v.len(), "claim value is too long or holds a control character: it grants nothing");
+            }
+            ok
+        })
+        .collect()
+}
+
+/// The caller verified claims stand for: each grant whose claim matches adds its repository
+/// globs, `{claim}` replaced by the value taken literally.
+fn caller_from_claims(
+    grants: &[ClaimGrant],
+    claims: &serde_json::Map<String, Value>,
+) -> Result<Caller, AuthError> {
+    let mut patterns = Vec::new();
+    for g in grants {
+        // An empty value would turn `{team}*` into `*`: it grants nothing.
+        for v in claim_values(&g.claim, claims.get(&g.claim)).into_iter().filter(|v| !v.is_empty()) {
+            if g.equals.as_ref().is_some_and(|e| e != &v) {
+                continue;
+            }
+            let placeholder = format!("{{{}}}", g.claim);
+            patterns.extend(g.repos.iter().map(|r| r.replace(&placeholder, &glob_literal(&v))));
+        }
+    }
+    if patterns.is_empty() {
+        return Err(AuthError::NoGrant);
+    }
+    patterns.sort();
+    patterns.dedup();
+    let scope = scope_of(&patterns, &[]).map_err(AuthError::Jwt)?;
+    let name = ["sub", "client_id", "azp"]
+        .iter()
+        .find_map(|c| claims.get(*c).and_then(Value::as_str))
+        .unwrap_or("unknown")
+        .chars()
+        .take(MAX_CLAIM_VALUE_CHARS)
+        .collect();
+    Ok(Caller { name, kind: CallerKind::OAuth, scope })
 }
 
 /// Whether a JWK is of the type `alg` signs with (an HMAC or unknown key never is).
@@ -457,17 +591,17 @@ mod tests {
         })
         .unwrap();
         let claims = |v: Value| v.as_object().unwrap().clone();
-        let c = o.caller(&claims(json!({"sub": "ada", "groups": ["x", "search"]}))).unwrap();
+        let c = caller_from_claims(&o.config.grants, &claims(json!({"sub": "ada", "groups": ["x", "search"]}))).unwrap();
         assert_eq!(c.name, "ada");
         let s = c.scope.unwrap();
         assert!(s.allows_repo("acme/search") && !s.allows_repo("acme/other"));
-        let c = o.caller(&claims(json!({"sub": "ci", "repository_owner": "octo*"}))).unwrap();
+        let c = caller_from_claims(&o.config.grants, &claims(json!({"sub": "ci", "repository_owner": "octo*"}))).unwrap();
         let s = c.scope.unwrap();
         assert!(
             s.allows_repo("octo*/x") && !s.allows_repo("octocat/x"),
             "claim values are escaped"
         );
-        assert_eq!(o.caller(&claims(json!({"sub": "eve"}))).unwrap_err(), AuthError::NoGrant);
+        assert_eq!(caller_from_claims(&o.config.grants, &claims(json!({"sub": "eve"}))).unwrap_err(), AuthError::NoGrant);
     }
 
     #[test]
@@ -535,14 +669,14 @@ mod tests {
             "\u{ff41}cme",
         ];
         for v in values {
-            let c = o.caller(json!({"sub": "eve", "team": v}).as_object().unwrap()).unwrap();
+            let c = caller_from_claims(&o.config.grants, json!({"sub": "eve", "team": v}).as_object().unwrap()).unwrap();
             let scope = c.scope.expect("a claim grant is scoped");
             for r in repos {
                 assert!(!scope.allows_repo(r), "team claim {v:?} read {r}");
             }
             assert!(scope.allows_repo(&format!("{v}/own")), "team claim {v:?} reads its own");
         }
-        let empty = o.caller(json!({"sub": "eve", "team": ""}).as_object().unwrap());
+        let empty = caller_from_claims(&o.config.grants, json!({"sub": "eve", "team": ""}).as_object().unwrap());
         assert_eq!(empty.unwrap_err(), AuthError::NoGrant, "an empty claim grants nothing");
     }
 }

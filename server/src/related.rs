@@ -199,16 +199,42 @@ fn head_ids(repo: &str, entity: &str) -> Vec<String> {
     kinds.iter().map(|k| row_id(*k, repo, entity, 0)).collect()
 }
 
-/// The row that stands for `entity` of `repo`, when the snapshot holds one.
-fn head_row(snap: &OpenSnapshot, repo: &str, entity: &str) -> Result<Option<Row>, ToolError> {
+/// The row that stands for `entity` of `repo`, when the snapshot holds one `scope` may read: a
+/// file's code row is not shown to a caller whose types allow only docs.
+fn head_row(
+    snap: &OpenSnapshot,
+    repo: &str,
+    entity: &str,
+    scope: Option<&Scope>,
+) -> Result<Option<Row>, ToolError> {
     for seg in snap.segments_of_repo(repo) {
         for id in head_ids(repo, entity) {
             if let Some(doc) = seg.text.doc_of_id(&id).map_err(index_error)? {
-                return seg.text.row(doc).map(Some).map_err(index_error);
+                let row = seg.text.row(doc).map_err(index_error)?;
+                if scope.is_none_or(|s| s.allows(&row)) {
+                    return Ok(Some(row));
+                }
             }
         }
     }
     Ok(None)
+}
+
+/// Whether `scope` may read file `path` of `repo`: with a types scope, the snapshot must hold a
+/// row of that file of an allowed type (a code file is hidden from a docs-only caller, though
+/// [`Scope::allows_entity`] lets every `file/` entity through for any file type).
+pub(crate) fn file_allowed(
+    snap: &OpenSnapshot,
+    repo: &str,
+    path: &str,
+    scope: Option<&Scope>,
+) -> Result<bool, ToolError> {
+    match scope {
+        None => Ok(true),
+        Some(s) if !s.allows_repo(repo) => Ok(false),
+        Some(s) if s.types().is_empty() => Ok(true),
+        Some(s) => Ok(head_row(snap, repo, &format!("file/{path}"), Some(s))?.is_some()),
+    }
 }
 
 /// Where an entity is on the web when no row says: GitHub's address for its repository.
@@ -224,8 +250,9 @@ fn entity_info(
     repo: &str,
     entity: &str,
     url: Option<&str>,
+    scope: Option<&Scope>,
 ) -> Result<EntityInfo, ToolError> {
-    entity_info_with(snap, repo, entity, url, None)
+    entity_info_with(snap, repo, entity, url, None, scope)
 }
 
 /// [`entity_info`], with a row of the entity already in hand (the row an id named) standing
@@ -236,8 +263,9 @@ fn entity_info_with(
     entity: &str,
     url: Option<&str>,
     known: Option<Row>,
+    scope: Option<&Scope>,
 ) -> Result<EntityInfo, ToolError> {
-    let row = head_row(snap, repo, entity)?.or(known);
+    let row = head_row(snap, repo, entity, scope)?.or(known);
     let entity_type = match &row {
         Some(r)
             if matches!(
@@ -381,7 +409,11 @@ fn resolve_id(
     scope: Option<&Scope>,
 ) -> Result<(String, String, Option<Row>), ToolError> {
     let (repo, entity, row) = resolve_unscoped(snap, req, scope)?;
-    if scope.is_some_and(|s| !s.allows_entity(&repo, &entity)) {
+    let hidden_file = match entity.strip_prefix("file/") {
+        Some(path) => !file_allowed(snap, &repo, path, scope)?,
+        None => false,
+    };
+    if hidden_file || scope.is_some_and(|s| !s.allows_entity(&repo, &entity)) {
         return Err(unknown_entity(snap, &repo, &entity));
     }
     let sha_prefix = entity.strip_prefix("commit/").is_some_and(|s| s.len() < 40);
@@ -440,8 +472,8 @@ fn resolve_unscoped(
     };
     let Some(entity) = entity else {
         // A row id.
-        let row = snap.row(id).map_err(index_error)?;
-        let row = row.filter(|r| scope.is_none_or(|s| s.allows(r))).ok_or_else(|| {
+        let row = snap.row_in_scope(id, scope).map_err(index_error)?;
+        let row = row.ok_or_else(|| {
             bad(format!(
                 "no row has id {id:?}; id takes a row id, an entity (issue/123, commit/<sha>, \
                  release/<tag>, file/<path>) or a GitHub URL"
@@ -509,7 +541,7 @@ fn expand_sha(
     }
     for seg in snap.segments_of_repo(&repo) {
         for e in seg.text.entities_with_prefix(&entity, 3).map_err(index_error)? {
-            if head_row(snap, &repo, &e)?.is_some() {
+            if head_row(snap, &repo, &e, None)?.is_some() {
                 found.push(e);
             }
         }
@@ -566,7 +598,7 @@ fn groups(
                     Direction::Out => (e.target_repo, e.target, e.target_url),
                     Direction::In => (e.source_repo, e.source, None),
                 };
-                let other = entity_info(snap, &other_repo, &other, url.as_deref())?;
+                let other = entity_info(snap, &other_repo, &other, url.as_deref(), scope)?;
                 edges.push((
                     other_repo,
                     RelatedEdge {
@@ -625,11 +657,12 @@ fn changed_in(
 ) -> Result<Option<EdgeGroup>, ToolError> {
     let path = entity.trim_start_matches("file/");
     // The path itself, not the paths it starts: a glob of the escaped path matches it alone.
+    let unusable = |e: String| ToolError::arg("id", format!("is not a usable path: {e}"));
     let exact = globset::GlobBuilder::new(&hubdex_formats::glob_literal(path))
         .backslash_escape(true)
         .build()
-        .map_err(|e| ToolError::arg("id", format!("{path:?} is not a usable path: {e}")))?
-        .compile_matcher();
+        .map_err(|e| unusable(e.kind().to_string()))
+        .and_then(|g| hubdex_formats::glob_matcher(g).map_err(unusable))?;
     let filter = RowFilter {
         repo: Some(repo.to_string()),
         types: vec![RowType::Commit],
@@ -663,7 +696,7 @@ fn changed_in(
     for (_, _, doc, seg) in hits {
         let row = seg.text.row(doc).map_err(index_error)?;
         edges.push(RelatedEdge {
-            other: entity_info(snap, repo, &row.entity, None)?,
+            other: entity_info(snap, repo, &row.entity, None, scope)?,
             evidence_id: Some(row.id.clone()),
             evidence: format!("changed {path}"),
             related: None,
@@ -686,7 +719,7 @@ pub fn related(
     scope: Option<&Scope>,
 ) -> Result<RelatedAnswer, ToolError> {
     let (repo, entity, row) = resolve_id(snap, req, scope)?;
-    let info = entity_info_with(snap, &repo, &entity, None, row)?;
+    let info = entity_info_with(snap, &repo, &entity, None, row, scope)?;
     let (groups, first_release) =
         groups(snap, &repo, &entity, req, scope, req.limit, req.depth == 2)?;
     let known = info.indexed

@@ -41,6 +41,32 @@ impl OpenSnapshot {
         }
     }
 
+    /// The stored row with this id when `scope` may read it; `None` for an id the snapshot
+    /// does not hold and for a row outside the scope alike. The scope is checked on the id's
+    /// type prefix and the `repo` column before the row is decoded, so a hidden row costs what
+    /// a missing one does (no timing tells them apart).
+    pub fn row_in_scope(
+        &self,
+        id: &str,
+        scope: Option<&hubdex_formats::Scope>,
+    ) -> Result<Option<Row>, FormatError> {
+        if let Some(s) = scope {
+            let typed = hubdex_formats::RowType::of_id(id);
+            if typed.is_none_or(|t| !s.allows_type(t)) {
+                return Ok(None);
+            }
+        }
+        let Some((si, doc)) = self.locate(id)? else { return Ok(None) };
+        let text = &self.segments[si].text;
+        if let Some(s) = scope
+            && !s.allows_repo(&text.repo_of(doc)?)
+        {
+            return Ok(None);
+        }
+        let row = text.row(doc)?;
+        Ok(scope.is_none_or(|s| s.allows(&row)).then_some(row))
+    }
+
     /// The segments holding `repo`'s rows: one, or several when the indexer's memory budget
     /// cut the repository into build segments that are served by different units.
     pub fn segments_of_repo(&self, repo: &str) -> Vec<&Arc<Segment>> {
@@ -147,11 +173,12 @@ fn serving_dir(cache: &Path, dir: PathBuf) -> Result<PathBuf, FormatError> {
     if meta.format_version >= 3 {
         return Ok(dir);
     }
-    let done = cache.join("upgraded").join(&meta.id);
+    let upgraded = cache.join("upgraded");
+    let done = hubdex_formats::name_join(&upgraded, "segment id", &meta.id)?;
     if done.join(hubdex_formats::VERIFIED_MARKER).is_file() {
         return Ok(done);
     }
-    let tmp = cache.join("upgraded").join(format!(".tmp-{}-{}", meta.id, std::process::id()));
+    let tmp = upgraded.join(format!(".tmp-{}-{}", meta.id, std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let built = hubdex_formats::upgrade_segment(&dir, &tmp).and_then(|()| {
         let marker = tmp.join(hubdex_formats::VERIFIED_MARKER);

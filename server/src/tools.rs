@@ -200,6 +200,9 @@ pub fn tool_specs() -> Vec<ToolSpec> {
     ]
 }
 
+/// How much of a call's arguments an audit line shows.
+const AUDIT_ARGUMENT_CHARS: usize = 1000;
+
 /// Answers one tool call for `caller` with its structured result, counting it in the metrics
 /// under `transport` (mcp, rest, cli) and the caller's name, and writing one audit line
 /// (target `hubdex::audit`) for calls that came over MCP or REST.
@@ -226,7 +229,14 @@ pub async fn call_tool_via(
             Err(_) => 0,
         };
         // The arguments (query text, ids, paths) only when the operator asked for them.
-        let arguments = state.audit_queries.then(|| Value::Object(args.clone()).to_string());
+        // Cut to a bounded length: an argument can be as long as a request body.
+        let arguments = state.audit_queries.then(|| {
+            let all = Value::Object(args.clone()).to_string();
+            match all.char_indices().nth(AUDIT_ARGUMENT_CHARS) {
+                Some((cut, _)) => format!("{}… ({} bytes in all)", &all[..cut], all.len()),
+                None => all,
+            }
+        });
         tracing::info!(
             target: "hubdex::audit",
             caller = %caller.name,

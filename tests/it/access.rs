@@ -207,6 +207,71 @@ fn scoped_callers_see_only_their_repository_in_every_tool() {
     });
 }
 
+/// A docs-only token reads docs, never code: not a code file's lines (read_span), not its row's
+/// id, title or URL (related on `file/<path>` or a blob URL), over the tools and REST.
+#[test]
+fn a_docs_only_scope_reads_no_code_file_through_read_span_or_related() {
+    let e = env();
+    let w = e.dir.path().join("git/widgets");
+    std::fs::write(w.join("lib.rs"), "/// Stores a widget.\npub fn store_widget(id: u64) -> bool {\n    id > 0\n}\n").unwrap();
+    for args in [&["add", "."][..], &["commit", "-q", "-m", "Add the widget store"][..]] {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(&w)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    e.build().unwrap();
+    runtime().block_on(async {
+        let st = state(&e.store()).await;
+        let all = Caller::local();
+        let docs = caller("docs-only", &["acme/*"], &[RowType::Doc]);
+        let code = json!({"repo": W, "path": "lib.rs"});
+        let seen = call(&st, &all, "read_span", code.clone()).await.unwrap();
+        assert!(seen["text"].as_str().unwrap().contains("store_widget"), "{seen}");
+        let err = call(&st, &docs, "read_span", code).await.unwrap_err();
+        assert!(err.contains("is not an indexed file"), "{err}");
+        let readme = call(&st, &docs, "read_span", json!({"repo": W, "path": "README.md"})).await;
+        assert!(readme.unwrap()["text"].as_str().unwrap().contains("Widget service"));
+
+        let related = json!({"id": "file/lib.rs", "repo": W});
+        let full = call(&st, &all, "related", related.clone()).await.unwrap();
+        assert!(full["entity"]["id"].is_string(), "{full}");
+        let code_id = full["entity"]["id"].as_str().unwrap().to_string();
+        for id in [related, json!({"id": "https://github.com/acme/widgets/blob/main/lib.rs"})] {
+            let err = call(&st, &docs, "related", id).await.unwrap_err();
+            assert!(err.contains("holds no row of acme/widgets file/lib.rs"), "{err}");
+            assert!(!err.contains(&code_id));
+        }
+        let doc = call(&st, &docs, "related", json!({"id": "file/README.md", "repo": W})).await;
+        assert!(doc.unwrap()["entity"]["id"].is_string());
+        let f = call(&st, &docs, "fetch", json!({"ids": [code_id.clone()]})).await.unwrap();
+        assert_eq!(f["not_found"], json!([code_id]));
+
+        // A hidden row is refused from its id and the repo column: never decoded, so fetching
+        // it costs what fetching an id no row has does (a timing told them apart).
+        let decoded = || -> u64 { st.current.load().segments.iter().map(|s| s.text.rows_decoded()).sum() };
+        let gadgets = caller("team-g", &[G], &[]);
+        let before = decoded();
+        let missing = "code_AAAAAAAAAAAAAAAAAAAAAA";
+        let f = call(&st, &gadgets, "fetch", json!({"ids": [code_id.clone(), missing]})).await.unwrap();
+        assert_eq!(f["not_found"], json!([code_id, missing]));
+        assert_eq!(decoded(), before, "a hidden row was decoded");
+        let f = call(&st, &docs, "fetch", json!({"ids": [code_id.clone()]})).await.unwrap();
+        assert_eq!(f["not_found"], json!([code_id]));
+        assert_eq!(decoded(), before, "a row of a hidden type was decoded");
+        let err = call(&st, &gadgets, "related", json!({"id": code_id})).await.unwrap_err();
+        assert!(err.contains("no row has id"), "{err}");
+        assert_eq!(decoded(), before);
+        let own = call(&st, &all, "fetch", json!({"ids": [code_id]})).await.unwrap();
+        assert_eq!(own["count"], json!(1));
+        assert!(decoded() > before, "the counter counts");
+    });
+}
+
 /// Adds a token to a tokens file with the CLI; returns the token it printed.
 fn add_token(file: &Path, name: &str, repos: &[&str]) -> String {
     let out = Command::new(hubdex_tests::bin("hubdex"))
@@ -431,41 +496,64 @@ fn the_token_commands_manage_a_tokens_file_and_refuse_bad_input() {
     }
 }
 
-/// An OAuth issuer on loopback: its metadata and a JWKS the test can rotate.
+/// An OAuth issuer on loopback: its metadata and a JWKS the test can rotate, make fail (500)
+/// or slow, counting the JWKS requests.
 struct Issuer {
     url: String,
     jwks: Arc<std::sync::Mutex<Value>>,
+    jwks_fails: Arc<std::sync::atomic::AtomicBool>,
+    jwks_delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    jwks_fetches: Arc<std::sync::atomic::AtomicUsize>,
     _thread: std::thread::JoinHandle<()>,
 }
 
 fn issuer() -> Issuer {
+    use std::sync::atomic::Ordering::SeqCst;
     // Bound here, on a port the OS picks: no other test can take it before the issuer serves.
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
     let jwks = Arc::new(std::sync::Mutex::new(json!({"keys": []})));
+    let fails = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let fetches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (meta_url, keys) = (url.clone(), jwks.clone());
+    let (f, d, n) = (fails.clone(), delay.clone(), fetches.clone());
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async move {
             let meta = json!({"issuer": meta_url, "jwks_uri": format!("{meta_url}/jwks")});
+            let jwks_route = move || {
+                let (keys, f, d, n) = (keys.clone(), f.clone(), d.clone(), n.clone());
+                async move {
+                    use axum::response::IntoResponse as _;
+                    n.fetch_add(1, SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(d.load(SeqCst))).await;
+                    if f.load(SeqCst) {
+                        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+                    }
+                    axum::Json(keys.lock().unwrap().clone()).into_response()
+                }
+            };
             let app = axum::Router::new()
                 .route(
                     "/.well-known/oauth-authorization-server",
                     axum::routing::get(move || async move { axum::Json(meta) }),
                 )
-                .route(
-                    "/jwks",
-                    axum::routing::get(
-                        move || async move { axum::Json(keys.lock().unwrap().clone()) },
-                    ),
-                );
+                .route("/jwks", axum::routing::get(jwks_route));
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
-    Issuer { url, jwks, _thread: thread }
+    Issuer {
+        url,
+        jwks,
+        jwks_fails: fails,
+        jwks_delay_ms: delay,
+        jwks_fetches: fetches,
+        _thread: thread,
+    }
 }
 
 /// An ES256 key made here from random bytes: (signing key, its public JWK with `kid`).
@@ -636,4 +724,170 @@ fn oauth_access_tokens_are_verified_against_the_issuers_keys() {
         &[("Authorization", auth.as_str())],
     );
     assert_eq!(status, 200, "{body}");
+}
+
+/// An in-process verifier of `iss`'s tokens for audience `hubdex-test`, with one grant.
+fn verifier(iss: &Issuer, grant: hubdex_server::ClaimGrant) -> hubdex_server::OAuth {
+    hubdex_server::OAuth::new(hubdex_server::OAuthConfig {
+        issuer: iss.url.clone(),
+        audience: "hubdex-test".into(),
+        jwks_url: None,
+        grants: vec![grant],
+        extra_token_types: Vec::new(),
+    })
+    .unwrap()
+}
+
+/// `acme/*` for any subject.
+fn grant_of_sub() -> hubdex_server::ClaimGrant {
+    hubdex_server::ClaimGrant { claim: "sub".into(), equals: None, repos: vec!["acme/*".into()] }
+}
+
+fn claims(iss: &Issuer, extra: Value) -> Value {
+    let now = chrono::Utc::now().timestamp();
+    let mut c = json!({"iss": iss.url, "aud": "hubdex-test", "sub": "ada", "exp": now + 600});
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+/// A `{team}` grant compiled the claim's value into a glob on every request, on the runtime's
+/// threads: a team of 200,000 characters hung every route for minutes. A value past the bound
+/// grants nothing, and a list past its bound too.
+#[test]
+fn a_huge_claim_grants_nothing_and_costs_nothing() {
+    let iss = issuer();
+    let (k1, jwk1) = es256_key("k1");
+    *iss.jwks.lock().unwrap() = json!({"keys": [jwk1]});
+    let grant = hubdex_server::ClaimGrant {
+        claim: "team".into(),
+        equals: None,
+        repos: vec!["{team}/*".into()],
+    };
+    let oauth = verifier(&iss, grant);
+    runtime().block_on(async {
+        let ok = oauth.authenticate(&jwt(&k1, "k1", &claims(&iss, json!({"team": "acme"})))).await;
+        let scope = ok.unwrap().scope.unwrap();
+        assert!(scope.allows_repo("acme/widgets") && !scope.allows_repo("other/x"));
+        for (what, team) in [
+            ("200,000 characters", json!("a".repeat(200_000))),
+            ("a control character", json!("acme\u{1b}")),
+            ("too many values", json!((0..1000).map(|i| format!("t{i}")).collect::<Vec<_>>())),
+        ] {
+            let t = std::time::Instant::now();
+            let token = jwt(&k1, "k1", &claims(&iss, json!({"team": team})));
+            let got = oauth.authenticate(&token).await;
+            assert_eq!(got.unwrap_err(), hubdex_server::AuthError::NoGrant, "{what}");
+            assert!(t.elapsed() < std::time::Duration::from_secs(2), "{what}: {:?}", t.elapsed());
+        }
+    });
+}
+
+/// A failed JWKS fetch never recorded itself, so every unknown `kid` fetched again, and the
+/// fetch held the key cache's lock: an issuer answering 500 took one fetch per token, and a
+/// slow one stalled every valid call behind it.
+#[test]
+fn a_failing_or_slow_issuer_is_asked_with_backoff_and_stalls_no_known_key() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let iss = issuer();
+    let (k1, jwk1) = es256_key("k1");
+    *iss.jwks.lock().unwrap() = json!({"keys": [jwk1]});
+    let oauth = Arc::new(verifier(&iss, grant_of_sub()));
+    let good = jwt(&k1, "k1", &claims(&iss, json!({})));
+    runtime().block_on(async {
+        oauth.authenticate(&good).await.unwrap();
+        assert_eq!(iss.jwks_fetches.load(SeqCst), 1);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        iss.jwks_fails.store(true, SeqCst);
+        for i in 0..30 {
+            let (k, _) = es256_key(&format!("random-{i}"));
+            let token = jwt(&k, &format!("random-{i}"), &claims(&iss, json!({})));
+            assert!(oauth.authenticate(&token).await.is_err());
+            // Known keys keep working while the issuer fails.
+            oauth.authenticate(&good).await.unwrap();
+        }
+        let fetched = iss.jwks_fetches.load(SeqCst) - 1;
+        assert!(fetched <= 2, "30 unknown kids against a failing issuer fetched {fetched} times");
+
+        // A slow fetch in flight delays no token whose key is known (a fresh verifier, so no
+        // backoff from the failures above is in force).
+        iss.jwks_fails.store(false, SeqCst);
+        let oauth = Arc::new(verifier(&iss, grant_of_sub()));
+        oauth.authenticate(&good).await.unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        iss.jwks_delay_ms.store(3000, SeqCst);
+        let before = iss.jwks_fetches.load(SeqCst);
+        let slow = {
+            let (oauth, (k, _)) = (oauth.clone(), es256_key("later"));
+            let token = jwt(&k, "later", &claims(&iss, json!({})));
+            tokio::spawn(async move { oauth.authenticate(&token).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(iss.jwks_fetches.load(SeqCst), before + 1, "the unknown kid is fetching");
+        let t = std::time::Instant::now();
+        oauth.authenticate(&good).await.unwrap();
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "waited {:?}", t.elapsed());
+        assert!(slow.await.unwrap().is_err());
+    });
+}
+
+fn commit_file(repo: &Path, name: &str, text: &str) {
+    std::fs::write(repo.join(name), text).unwrap();
+    for args in [&["add", "."][..], &["commit", "-q", "-m", &format!("Add {name}")][..]] {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+/// BM25 weighed every term with the whole index's statistics: a scoped caller's own rows
+/// scored differently after a repository it cannot see alone added a word, which told it the
+/// word was there. A scoped caller's scores depend on what it may read only.
+#[test]
+fn a_scoped_callers_scores_do_not_move_when_a_hidden_repository_changes() {
+    let e = env();
+    let w = e.dir.path().join("git/widgets");
+    let g = e.dir.path().join("git/gadgets");
+    commit_file(&w, "TRAVEL.md", "# Travel\n\nThe widget crates ship through zanzibar by sea.\n");
+    e.build().unwrap();
+    let scores = |st: &Arc<AppState>, c: &Caller| {
+        let st = st.clone();
+        let c = c.clone();
+        runtime().block_on(async move {
+            let args = json!({"query": "zanzibar crates", "fusion": "sparse_only", "top_k": 5});
+            let a = call(&st, &c, "search", args).await.unwrap();
+            a["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["repo"] == json!(W))
+                .map(|r| (r["id"].as_str().unwrap().to_string(), r["sparse_score"].as_f64().unwrap()))
+                .collect::<Vec<_>>()
+        })
+    };
+    let widgets = caller("team-w", &[W], &[]);
+    let all = Caller::local();
+    let st = runtime().block_on(state(&e.store()));
+    let units = st.current.load().segments.len();
+    let (scoped_before, all_before) = (scores(&st, &widgets), scores(&st, &all));
+    assert!(!scoped_before.is_empty(), "the word is found");
+    // Only the hidden repository changes: many rows that say the word.
+    let notes: String = (0..40).map(|i| format!("## Port {i}\n\nzanzibar zanzibar harbour {i}\n\n")).collect();
+    commit_file(&g, "PORTS.md", &format!("# Ports\n\n{notes}"));
+    e.build().unwrap();
+    let st = runtime().block_on(state(&e.store()));
+    let (scoped_after, all_after) = (scores(&st, &widgets), scores(&st, &all));
+    assert_eq!(units, 1, "both repositories are served by one unit, whose statistics they share");
+    assert_ne!(all_before, all_after, "an unscoped caller's statistics count every repository");
+    assert_eq!(scoped_after.len(), scoped_before.len());
+    for ((id_a, a), (id_b, b)) in scoped_before.iter().zip(&scoped_after) {
+        assert_eq!(id_a, id_b);
+        assert!((a - b).abs() <= 1e-5 * a.abs(), "{id_a}: {a} before, {b} after");
+    }
 }

@@ -245,6 +245,66 @@ fn one_edited_issue_re_embeds_exactly_its_changed_rows() {
     );
 }
 
+/// The GitHub entities (threads, their comments and reviews, releases) of every repository in
+/// the store's current snapshot, as (repo, type, entity) — what a rerun carries over.
+fn thread_entities(e: &Env) -> std::collections::BTreeSet<(String, String, String)> {
+    runtime().block_on(async {
+        let store = Store::open(&e.store().display().to_string()).unwrap();
+        let m = store.latest_manifest().await.unwrap();
+        let mut out = std::collections::BTreeSet::new();
+        for seg in &m.segments {
+            let dir = store.fetch_segment(seg, &e.dir.path().join("read-cache")).await.unwrap();
+            for r in read_rows(&dir.join("rows.parquet"), false).unwrap() {
+                if hubdex_indexer::github::carried_kind(r.kind()) {
+                    out.insert((r.repo.clone(), r.kind().as_str().to_string(), r.entity.clone()));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// A rerun with another model file: the watermark limits the crawl to what changed since, so
+/// every unchanged thread must come from the snapshot before, whatever model made it.
+#[test]
+fn a_model_change_keeps_every_thread_the_crawl_does_not_see_again() {
+    let e = env();
+    e.build().unwrap();
+    let before = thread_entities(&e);
+    let kinds: std::collections::BTreeSet<&str> = before.iter().map(|t| t.1.as_str()).collect();
+    assert!(kinds.contains("issue") && kinds.contains("release"), "{kinds:?}");
+    let mut o = e.options();
+    o.model_dir = hubdex_tests::resaved_model(&e.dir.path().join("model-b"), "re-saved");
+    let report = runtime().block_on(build(&o)).unwrap();
+    assert!(report.published);
+    let after = thread_entities(&e);
+    assert_eq!(after, before, "every thread, comment, review and release is kept");
+    let model = runtime().block_on(async {
+        Store::open(&e.store().display().to_string()).unwrap().latest_manifest().await.unwrap().model
+    });
+    let b_sha = hubdex_formats::hash_file(&o.model_dir.join("model.onnx")).unwrap().0;
+    assert_eq!(model.model_sha256, b_sha, "the second snapshot is the second model's");
+}
+
+/// The same through the staged crawl → embed → publish commands.
+#[test]
+fn a_model_change_keeps_every_thread_through_the_stage_commands() {
+    use hubdex_indexer::{Shard, crawl, embed, publish};
+    let e = env();
+    e.build().unwrap();
+    let before = thread_entities(&e);
+    assert!(!before.is_empty());
+    let mut o = e.options();
+    o.model_dir = hubdex_tests::resaved_model(&e.dir.path().join("model-b"), "re-saved");
+    runtime().block_on(async {
+        crawl(&o, "run-b", Shard::ALL).await.unwrap();
+        embed(&o, "run-b", Shard::ALL).await.unwrap();
+        let report = publish(&o, "run-b").await.unwrap();
+        assert!(report.published);
+    });
+    assert_eq!(thread_entities(&e), before, "every thread, comment, review and release is kept");
+}
+
 #[test]
 fn rate_limits_are_waited_out_as_github_documents() {
     let e = env();

@@ -18,5 +18,6 @@ mod quality;
 mod registry;
 mod related;
 mod reliability;
+mod security;
 mod serving;
 mod stages;

@@ -54,7 +54,7 @@ fn compiled_filters_accept_exactly_the_rows_the_reference_filter_accepts() {
         let some_author = rows.iter().find_map(|r| r.author.clone()).unwrap();
         let some_path = rows.iter().find_map(|r| r.path.clone()).unwrap();
         let newest = rows.iter().filter_map(|r| r.updated_at).max().unwrap();
-        let glob = |g: &str| Some(Glob::new(g).unwrap().compile_matcher());
+        let glob = |g: &str| Some(hubdex_formats::glob_matcher(Glob::new(g).unwrap()).unwrap());
         let cases: Vec<(&str, RowFilter)> = vec![
             ("type commit", RowFilter { types: vec![RowType::Commit], ..Default::default() }),
             (

@@ -82,3 +82,25 @@ pub fn node_dir() -> PathBuf {
     assert!(dir.join("bin").join("node").exists(), "{} has no Node: run ./ci/setup", dir.display());
     dir
 }
+
+/// A copy of the embedding model in `dir` whose model.onnx is the same weights with another
+/// `doc_string`: a different file (another sha256, so another model identity) that embeds
+/// exactly as the original. The field is appended to the ModelProto as protobuf allows (the
+/// last occurrence of a singular field wins), so no ONNX tooling is needed.
+pub fn resaved_model(dir: &std::path::Path, doc: &str) -> PathBuf {
+    let from = model_dir();
+    std::fs::create_dir_all(dir).expect("model copy directory");
+    for entry in std::fs::read_dir(&from).expect("model directory") {
+        let entry = entry.expect("model directory entry");
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copying the model");
+    }
+    assert!(doc.len() < 128, "one length byte");
+    // ModelProto.doc_string is field 6, length-delimited: tag (6 << 3) | 2.
+    let mut field = vec![(6 << 3) | 2, doc.len() as u8];
+    field.extend_from_slice(doc.as_bytes());
+    let onnx = dir.join("model.onnx");
+    let mut bytes = std::fs::read(&onnx).expect("model.onnx");
+    bytes.extend_from_slice(&field);
+    std::fs::write(&onnx, bytes).expect("writing model.onnx");
+    dir.to_path_buf()
+}

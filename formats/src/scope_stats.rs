@@ -1,0 +1,148 @@
+//! BM25 statistics over what a scoped caller may read. BM25 weighs a term by how many
+//! documents hold it and a document by its length against the average; taken over the whole
+//! index, both count rows the caller cannot see, so a score would move when a hidden
+//! repository alone adds a word. For a caller whose scope hides rows of an index, the
+//! statistics are taken over the rows it may read instead: the document count and each
+//! field's token total over its scope's docs (computed once per index and scope, kept in a
+//! small cache), and a term's document frequency counted on its postings within the scope.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tantivy::query::Bm25StatisticsProvider;
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{DocSet, Searcher, SegmentReader, TERMINATED, Term};
+
+use crate::serving::DocBits;
+
+/// How many scopes' document sets one index keeps.
+const SCOPES_KEPT: usize = 32;
+
+/// The docs a scope allows in one index, with each BM25 field's token total over them.
+#[derive(Debug)]
+pub(crate) struct ScopeDocs {
+    bits: DocBits,
+    tokens: Vec<(Field, u64)>,
+}
+
+impl ScopeDocs {
+    /// The statistics of the docs `bits` holds: each field's token total, summed from the
+    /// field norms (the lengths BM25 itself uses).
+    pub(crate) fn new(
+        seg: &SegmentReader,
+        bits: DocBits,
+        fields: &[Field],
+    ) -> tantivy::Result<ScopeDocs> {
+        let mut tokens = Vec::with_capacity(fields.len());
+        for &field in fields {
+            let norms = seg.get_fieldnorms_reader(field)?;
+            let mut total = 0u64;
+            let mut doc = bits.first_from(0);
+            while doc != TERMINATED {
+                total += u64::from(norms.fieldnorm(doc));
+                doc = bits.first_from(doc + 1);
+            }
+            tokens.push((field, total));
+        }
+        Ok(ScopeDocs { bits, tokens })
+    }
+}
+
+/// The scopes' document sets of one index, by scope fingerprint.
+#[derive(Debug, Default)]
+pub(crate) struct ScopeCache {
+    kept: Mutex<HashMap<String, Arc<ScopeDocs>>>,
+}
+
+impl ScopeCache {
+    /// The document set of scope `key`, made by `make` unless kept.
+    pub(crate) fn get_or_make(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> tantivy::Result<ScopeDocs>,
+    ) -> tantivy::Result<Arc<ScopeDocs>> {
+        let lock = || self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(d) = lock().get(key) {
+            return Ok(d.clone());
+        }
+        let made = Arc::new(make()?);
+        let mut kept = lock();
+        if kept.len() >= SCOPES_KEPT {
+            kept.clear();
+        }
+        kept.insert(key.to_string(), made.clone());
+        Ok(made)
+    }
+}
+
+/// The statistics one query is scored with: the whole index's, or those of the docs a scope
+/// allows. A term's scoped document frequency is counted once per query.
+pub(crate) struct Stats<'a> {
+    searcher: &'a Searcher,
+    scoped: Option<(&'a SegmentReader, Arc<ScopeDocs>)>,
+    dfs: Mutex<HashMap<Term, u64>>,
+}
+
+impl<'a> Stats<'a> {
+    /// The whole index's statistics.
+    pub(crate) fn whole(searcher: &'a Searcher) -> Stats<'a> {
+        Stats { searcher, scoped: None, dfs: Mutex::new(HashMap::new()) }
+    }
+
+    /// The statistics of the docs `docs` holds.
+    pub(crate) fn scoped(
+        searcher: &'a Searcher,
+        seg: &'a SegmentReader,
+        docs: Arc<ScopeDocs>,
+    ) -> Stats<'a> {
+        Stats { searcher, scoped: Some((seg, docs)), dfs: Mutex::new(HashMap::new()) }
+    }
+
+    /// Documents holding `term` (0 where it cannot be read).
+    pub(crate) fn df(&self, term: &Term) -> u64 {
+        self.doc_freq(term).unwrap_or(0)
+    }
+
+    /// Documents the statistics count.
+    pub(crate) fn num_docs(&self) -> u64 {
+        self.total_num_docs().unwrap_or(0)
+    }
+}
+
+impl Bm25StatisticsProvider for Stats<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        match &self.scoped {
+            None => self.searcher.total_num_tokens(field),
+            Some((_, d)) => match d.tokens.iter().find(|(f, _)| *f == field) {
+                Some((_, n)) => Ok(*n),
+                None => self.searcher.total_num_tokens(field),
+            },
+        }
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        match &self.scoped {
+            None => self.searcher.total_num_docs(),
+            Some((_, d)) => Ok(u64::from(d.bits.count())),
+        }
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let Some((seg, docs)) = &self.scoped else { return self.searcher.doc_freq(term) };
+        let lock = || self.dfs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&n) = lock().get(term) {
+            return Ok(n);
+        }
+        let inverted = seg.inverted_index(term.field())?;
+        let mut n = 0u64;
+        if let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)? {
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                n += u64::from(docs.bits.contains(u64::from(doc)));
+                doc = postings.advance();
+            }
+        }
+        lock().insert(term.clone(), n);
+        Ok(n)
+    }
+}
