@@ -165,6 +165,10 @@ pub struct RowFilter {
     /// The caller's scope: not a filter the caller set (never named by [`Self::set_names`],
     /// kept by [`Self::only`]), but applied with the others.
     pub scope: Option<Scope>,
+    /// Score BM25 with the whole index's statistics even under a scope that hides rows, as an
+    /// unscoped caller is scored: what scoped statistics are measured against (`hubdex-bench`);
+    /// never set from a tool's arguments.
+    pub whole_index_statistics: bool,
 }
 
 /// The filter names, in the order answers list them.

@@ -31,6 +31,7 @@
 
 mod cli;
 mod config_file;
+mod doc_bits;
 mod edges;
 mod embed;
 mod error;
@@ -58,6 +59,7 @@ mod vectors;
 
 pub use cli::{parse_args, run_to_exit};
 pub use config_file::{ConfigFileError, read_config_file};
+pub use doc_bits::DocBits;
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
@@ -96,12 +98,10 @@ pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH,
-    hash_file, input_sha256, read_segment_meta, segment_id, start_segment,
-    upgrade_segment, write_segment,
+    hash_file, input_sha256, read_segment_meta, segment_id, start_segment, upgrade_segment,
+    write_segment,
 };
-pub use serving::{
-    CompiledFilter, DocBits, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring,
-};
+pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring};
 pub use staging::{
     STAGING_DIR, StagedCrawl, StagedPart, StagedSegment, repo_slug, staged_crawl_prefix,
     staged_part_prefix, staged_segment_key, staging_prefix,

@@ -26,7 +26,7 @@ use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::query::Bm25Weight;
 use tantivy::{DocId, DocSet, Score, TERMINATED};
 
-use crate::serving::DocBits;
+use crate::doc_bits::DocBits;
 
 /// How much a sum of bounds is raised before it may prune: a float sum in another order can
 /// come out a few ulps over the exact one, and a bound must never be under a score.

@@ -101,10 +101,8 @@ mod tests {
         #[test]
         fn a_joined_path_never_leaves_its_root(name in ".{0,40}", rel in "[a-z./\\\\]{0,20}") {
             let root = Path::new("/cache/segments");
-            for joined in [name_join(root, "id", &name), safe_join(root, &rel)] {
-                if let Ok(p) = joined {
-                    proptest::prop_assert!(stays_under(root, &p), "{p:?}");
-                }
+            for p in [name_join(root, "id", &name), safe_join(root, &rel)].into_iter().flatten() {
+                proptest::prop_assert!(stays_under(root, &p), "{p:?}");
             }
         }
     }

@@ -13,7 +13,7 @@ use tantivy::query::Bm25StatisticsProvider;
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocSet, Searcher, SegmentReader, TERMINATED, Term};
 
-use crate::serving::DocBits;
+use crate::doc_bits::DocBits;
 
 /// How many scopes' document sets one index keeps.
 const SCOPES_KEPT: usize = 32;

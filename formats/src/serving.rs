@@ -33,12 +33,13 @@ use tantivy::{
     TERMINATED, TantivyDocument, Term,
 };
 
+use crate::doc_bits::DocBits;
 use crate::error::FormatError;
 use crate::filter::{RowFilter, Scope, author_keys};
 use crate::maxscore::{self, TermCursor};
-use crate::scope_stats::{ScopeCache, ScopeDocs, Stats};
 use crate::read_dir::ReadDirectory;
 use crate::row::Row;
+use crate::scope_stats::{ScopeCache, ScopeDocs, Stats};
 use crate::text::{
     BOOST_BODY, BOOST_PATH, BOOST_SYMBOL, BOOST_TITLE, IDENT, WORDS, register_analyzers,
 };
@@ -511,42 +512,6 @@ impl std::fmt::Debug for CompiledFilter {
     }
 }
 
-/// The doc ids (= ordinals) a filter accepts in one index.
-#[derive(Debug, Clone)]
-pub struct DocBits {
-    words: Vec<u64>,
-    count: u32,
-}
-
-impl DocBits {
-    /// Whether `doc` is in the set.
-    pub fn contains(&self, doc: u64) -> bool {
-        self.words.get((doc / 64) as usize).is_some_and(|w| w & (1 << (doc % 64)) != 0)
-    }
-
-    /// How many docs are in the set.
-    pub fn count(&self) -> u32 {
-        self.count
-    }
-
-    /// The first doc in the set at or after `doc`, or `TERMINATED`.
-    pub(crate) fn first_from(&self, doc: DocId) -> DocId {
-        let mut w = (doc / 64) as usize;
-        let Some(&first) = self.words.get(w) else { return TERMINATED };
-        let mut word = first & (u64::MAX << (doc % 64));
-        loop {
-            if word != 0 {
-                return (w * 64) as DocId + word.trailing_zeros();
-            }
-            w += 1;
-            match self.words.get(w) {
-                Some(&next) => word = next,
-                None => return TERMINATED,
-            }
-        }
-    }
-}
-
 /// One scanned row: its time in microseconds, its id and its doc id.
 pub type ScanHit = (i64, String, u32);
 
@@ -877,7 +842,8 @@ impl ServingIndex {
     /// The statistics a search under `filter` is scored with: over the docs its scope allows
     /// when the scope hides some rows of this index, else the whole index's.
     fn stats(&self, filter: Option<&CompiledFilter>) -> Result<Stats<'_>, FormatError> {
-        let (Some((key, query)), Some(seg)) = (filter.and_then(|f| f.scope.as_ref()), self.segment())
+        let (Some((key, query)), Some(seg)) =
+            (filter.and_then(|f| f.scope.as_ref()), self.segment())
         else {
             return Ok(Stats::whole(&self.searcher));
         };
@@ -885,9 +851,9 @@ impl ServingIndex {
         let docs = self
             .scopes
             .get_or_make(key, || {
-                let bits = self.bits_of(query.as_ref()).map_err(|e| {
-                    tantivy::TantivyError::InternalError(e.to_string())
-                })?;
+                let bits = self
+                    .bits_of(query.as_ref())
+                    .map_err(|e| tantivy::TantivyError::InternalError(e.to_string()))?;
                 ScopeDocs::new(seg, bits, &fields)
             })
             .map_err(self.tv())?;
@@ -1162,6 +1128,10 @@ impl ServingIndex {
         }
         let scope = match scope_clauses.len() {
             0 => None,
+            _ if filter.whole_index_statistics => {
+                must.extend(scope_clauses);
+                None
+            }
             _ => {
                 let key = filter.scope.as_ref().map(Scope::fingerprint).unwrap_or_default();
                 must.extend(scope_clauses.iter().map(|q| q.box_clone()));
@@ -1194,14 +1164,9 @@ impl ServingIndex {
 
     /// The docs `query` matches, as a bitset over ordinals.
     fn bits_of(&self, query: &dyn Query) -> Result<DocBits, FormatError> {
-        let max = self.segment().map_or(0, |s| s.max_doc()) as usize;
-        let mut bits = DocBits { words: vec![0; max.div_ceil(64)], count: 0 };
-        self.for_each_match(query, &mut |docs| {
-            for &d in docs {
-                bits.words[(d / 64) as usize] |= 1 << (d % 64);
-            }
-            bits.count += docs.len() as u32;
-        })?;
+        let max = self.segment().map_or(0, |s| s.max_doc());
+        let mut bits = DocBits::empty(max);
+        self.for_each_match(query, &mut |docs| bits.insert_sorted(docs))?;
         Ok(bits)
     }
 
@@ -1674,19 +1639,6 @@ mod tests {
             }
         }
         assert!(compared > 10_000, "{compared} hits compared");
-    }
-
-    /// The filter's bitset finds the next doc it holds from anywhere, across words.
-    #[test]
-    fn a_filters_bitset_finds_the_next_doc_it_holds() {
-        let mut bits = super::DocBits { words: vec![0; 4], count: 0 };
-        for d in [0u32, 63, 64, 200] {
-            bits.words[(d / 64) as usize] |= 1 << (d % 64);
-        }
-        let firsts: Vec<u32> = [0, 1, 63, 64, 65, 199, 200].map(|d| bits.first_from(d)).into();
-        assert_eq!(firsts, vec![0, 63, 63, 64, 200, 200, 200]);
-        assert_eq!(bits.first_from(201), tantivy::TERMINATED);
-        assert_eq!(bits.first_from(10_000), tantivy::TERMINATED);
     }
 
     /// Scorings parse from what `hubdex eval --text-scoring` and `hubdex-bench sparse` take,

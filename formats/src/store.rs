@@ -22,8 +22,8 @@ use crate::manifest::{
     Latest, Manifest, ManifestSegment, ModelIdentity, Pin, SegmentMeta, record_bytes,
 };
 use crate::merge::{MergeIndexes, MergeLimits, MergeProgress};
-use crate::row::sha256_hex;
 use crate::names::{name_join, safe_join};
+use crate::row::sha256_hex;
 use crate::segment::{SEGMENT_JSON, read_segment_meta};
 
 /// Test hook: when `$HUBDEX_FAILPOINT` names this point, the process aborts here, as if it

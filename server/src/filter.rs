@@ -111,6 +111,7 @@ pub(crate) fn filters_from_args(a: &Args<'_>) -> Result<Filters, ToolError> {
         until,
         // Set from the caller, never from arguments.
         scope: None,
+        whole_index_statistics: false,
     })
 }
 

@@ -47,6 +47,10 @@ pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// connection for long.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A kept-alive connection that has sent and received nothing for this long is closed. Longer
+/// than [`REQUEST_TIMEOUT`], so a request still being answered is never cut.
+pub(crate) const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(60);
+
 /// HTTP connections served at once unless `--max-connections` says otherwise; one more is
 /// answered 503 and closed.
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 256;
@@ -96,8 +100,7 @@ fn host_name(host: &str) -> Option<&str> {
             "" => None,
             p => Some(p.strip_prefix(':')?),
         };
-        if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
-        {
+        if addr.is_empty() || !addr.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
             return None;
         }
         (addr, port)
@@ -113,7 +116,8 @@ fn host_name(host: &str) -> Option<&str> {
         }
         (name, port)
     };
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let port_ok =
+        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
     port_ok.then_some(name)
 }
 
@@ -324,7 +328,8 @@ async fn refuse_batches(req: Request, next: Next) -> Response {
         }
     };
     if let Some((code, message)) = jsonrpc_problem(&bytes) {
-        let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+        let body =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
         return (StatusCode::BAD_REQUEST, Json(body)).into_response();
     }
     next.run(Request::from_parts(parts, Body::from(bytes))).await
@@ -492,13 +497,19 @@ pub async fn serve_http(
         0 => DEFAULT_MAX_CONNECTIONS as usize,
         n => n,
     };
-    serve_connections(listener, router(state, opts), max).await;
+    serve_connections(listener, router(state, opts), max, KEEP_ALIVE_IDLE).await;
     Ok(())
 }
 
-/// Accepts connections for ever, serving up to `max` at once. A failed accept (out of file
-/// descriptors, say) is logged and retried after a pause instead of ending the server.
-async fn serve_connections(listener: tokio::net::TcpListener, app: Router, max: usize) {
+/// Accepts connections for ever, serving up to `max` at once, each closed once it has been
+/// `idle` with nothing sent or received. A failed accept (out of file descriptors, say) is
+/// logged and retried after a pause instead of ending the server.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    max: usize,
+    idle: Duration,
+) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
     let permits = Arc::new(tokio::sync::Semaphore::new(max));
@@ -517,16 +528,107 @@ async fn serve_connections(listener: tokio::net::TcpListener, app: Router, max: 
         };
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {
+            let (stream, last_active) = Activity::watch(stream);
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            tokio::pin!(conn);
+            loop {
+                tokio::select! {
+                    ended = conn.as_mut() => {
+                        if let Err(e) = ended {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = tokio::time::sleep(idle / 4) => {
+                        if last_active.idle_for() >= idle {
+                            break;
+                        }
+                    }
+                }
             }
             drop(permit);
         });
+    }
+}
+
+/// A stream that notes when it last sent or received a byte, for the idle limit.
+struct Activity<S> {
+    inner: S,
+    last: Arc<LastActive>,
+}
+
+/// When a connection last moved a byte, as milliseconds since it was accepted.
+struct LastActive {
+    started: std::time::Instant,
+    at_ms: std::sync::atomic::AtomicU64,
+}
+
+impl LastActive {
+    fn touch(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.at_ms.store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let at = self.at_ms.load(std::sync::atomic::Ordering::Relaxed);
+        self.started.elapsed().saturating_sub(Duration::from_millis(at))
+    }
+}
+
+impl<S> Activity<S> {
+    fn watch(inner: S) -> (Activity<S>, Arc<LastActive>) {
+        let last = Arc::new(LastActive {
+            started: std::time::Instant::now(),
+            at_ms: std::sync::atomic::AtomicU64::new(0),
+        });
+        (Activity { inner, last: last.clone() }, last)
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Activity<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.last.touch();
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Activity<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.last.touch();
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -575,6 +677,33 @@ mod tests {
         assert!(is_loopback("LOCALHOST") && is_loopback("::1") && !is_loopback("localhost.evil"));
     }
 
+    /// A kept-alive connection that goes quiet is closed once idle, and its slot freed.
+    #[tokio::test]
+    async fn an_idle_kept_alive_connection_is_closed() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let app = Router::new().route("/", get(|| async { "ok" }));
+        tokio::spawn(serve_connections(listener, app, 1, Duration::from_millis(400)));
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await.unwrap();
+        let mut buf = vec![0u8; 1024];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        // Kept alive, then quiet: closed within the idle limit and a quarter.
+        let closed = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "still open: {closed:?}");
+        // The one slot is free again.
+        let mut again = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        again
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        again.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
     #[test]
     fn a_body_that_is_not_json_rpc_2_is_named() {
         for (body, code) in [
@@ -585,7 +714,12 @@ mod tests {
             (br#"{"id": 1, "method": "ping"}"#, Some(-32600)),
             (br#"{"jsonrpc": "2.0", "id": 1, "method": "ping"}"#, None),
         ] {
-            assert_eq!(jsonrpc_problem(body).map(|p| p.0), code, "{:?}", String::from_utf8_lossy(body));
+            assert_eq!(
+                jsonrpc_problem(body).map(|p| p.0),
+                code,
+                "{:?}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 

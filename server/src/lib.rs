@@ -31,9 +31,7 @@ pub use eval::{
 };
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
-pub use http::{
-    DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, HttpOptions, router, serve_http,
-};
+pub use http::{DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use oauth::{ClaimGrant, OAuth, OAuthConfig, load_grants, resource_metadata};
 pub use related::{

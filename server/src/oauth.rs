@@ -418,7 +418,12 @@ impl OAuth {
         claims: serde_json::Map<String, Value>,
     ) -> Result<Caller, AuthError> {
         let key = hubdex_formats::sha256_hex(token.as_bytes());
-        let cached = self.callers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key).cloned();
+        let cached = self
+            .callers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .cloned();
         if let Some(caller) = cached {
             return Ok(caller);
         }
@@ -443,7 +448,12 @@ fn claim_values(name: &str, claim: Option<&Value>) -> Vec<String> {
     let values: Vec<String> = match claim {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) if a.len() > MAX_CLAIM_VALUES => {
-            tracing::warn!(claim = name, values = a.len(), max = MAX_CLAIM_VALUES, "claim has too many values: it grants nothing");
+            tracing::warn!(
+                claim = name,
+                values = a.len(),
+                max = MAX_CLAIM_VALUES,
+                "claim has too many values: it grants nothing"
+            );
             return Vec::new();
         }
         Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
@@ -455,7 +465,11 @@ fn claim_values(name: &str, claim: Option<&Value>) -> Vec<String> {
         .filter(|v| {
             let ok = v.len() <= MAX_CLAIM_VALUE_CHARS && !v.chars().any(char::is_control);
             if !ok {
-                tracing::warn!(claim = name, bytes = v.len(), "claim value is too long or holds a control character: it grants nothing");
+                tracing::warn!(
+                    claim = name,
+                    bytes = v.len(),
+                    "claim value is too long or holds a control character: it grants nothing"
+                );
             }
             ok
         })
@@ -471,7 +485,8 @@ fn caller_from_claims(
     let mut patterns = Vec::new();
     for g in grants {
         // An empty value would turn `{team}*` into `*`: it grants nothing.
-        for v in claim_values(&g.claim, claims.get(&g.claim)).into_iter().filter(|v| !v.is_empty()) {
+        for v in claim_values(&g.claim, claims.get(&g.claim)).into_iter().filter(|v| !v.is_empty())
+        {
             if g.equals.as_ref().is_some_and(|e| e != &v) {
                 continue;
             }
@@ -591,17 +606,28 @@ mod tests {
         })
         .unwrap();
         let claims = |v: Value| v.as_object().unwrap().clone();
-        let c = caller_from_claims(&o.config.grants, &claims(json!({"sub": "ada", "groups": ["x", "search"]}))).unwrap();
+        let c = caller_from_claims(
+            &o.config.grants,
+            &claims(json!({"sub": "ada", "groups": ["x", "search"]})),
+        )
+        .unwrap();
         assert_eq!(c.name, "ada");
         let s = c.scope.unwrap();
         assert!(s.allows_repo("acme/search") && !s.allows_repo("acme/other"));
-        let c = caller_from_claims(&o.config.grants, &claims(json!({"sub": "ci", "repository_owner": "octo*"}))).unwrap();
+        let c = caller_from_claims(
+            &o.config.grants,
+            &claims(json!({"sub": "ci", "repository_owner": "octo*"})),
+        )
+        .unwrap();
         let s = c.scope.unwrap();
         assert!(
             s.allows_repo("octo*/x") && !s.allows_repo("octocat/x"),
             "claim values are escaped"
         );
-        assert_eq!(caller_from_claims(&o.config.grants, &claims(json!({"sub": "eve"}))).unwrap_err(), AuthError::NoGrant);
+        assert_eq!(
+            caller_from_claims(&o.config.grants, &claims(json!({"sub": "eve"}))).unwrap_err(),
+            AuthError::NoGrant
+        );
     }
 
     #[test]
@@ -669,14 +695,21 @@ mod tests {
             "\u{ff41}cme",
         ];
         for v in values {
-            let c = caller_from_claims(&o.config.grants, json!({"sub": "eve", "team": v}).as_object().unwrap()).unwrap();
+            let c = caller_from_claims(
+                &o.config.grants,
+                json!({"sub": "eve", "team": v}).as_object().unwrap(),
+            )
+            .unwrap();
             let scope = c.scope.expect("a claim grant is scoped");
             for r in repos {
                 assert!(!scope.allows_repo(r), "team claim {v:?} read {r}");
             }
             assert!(scope.allows_repo(&format!("{v}/own")), "team claim {v:?} reads its own");
         }
-        let empty = caller_from_claims(&o.config.grants, json!({"sub": "eve", "team": ""}).as_object().unwrap());
+        let empty = caller_from_claims(
+            &o.config.grants,
+            json!({"sub": "eve", "team": ""}).as_object().unwrap(),
+        );
         assert_eq!(empty.unwrap_err(), AuthError::NoGrant, "an empty claim grants nothing");
     }
 }

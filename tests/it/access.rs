@@ -213,7 +213,11 @@ fn scoped_callers_see_only_their_repository_in_every_tool() {
 fn a_docs_only_scope_reads_no_code_file_through_read_span_or_related() {
     let e = env();
     let w = e.dir.path().join("git/widgets");
-    std::fs::write(w.join("lib.rs"), "/// Stores a widget.\npub fn store_widget(id: u64) -> bool {\n    id > 0\n}\n").unwrap();
+    std::fs::write(
+        w.join("lib.rs"),
+        "/// Stores a widget.\npub fn store_widget(id: u64) -> bool {\n    id > 0\n}\n",
+    )
+    .unwrap();
     for args in [&["add", "."][..], &["commit", "-q", "-m", "Add the widget store"][..]] {
         let ok = Command::new("git")
             .arg("-C")
@@ -253,11 +257,13 @@ fn a_docs_only_scope_reads_no_code_file_through_read_span_or_related() {
 
         // A hidden row is refused from its id and the repo column: never decoded, so fetching
         // it costs what fetching an id no row has does (a timing told them apart).
-        let decoded = || -> u64 { st.current.load().segments.iter().map(|s| s.text.rows_decoded()).sum() };
+        let decoded =
+            || -> u64 { st.current.load().segments.iter().map(|s| s.text.rows_decoded()).sum() };
         let gadgets = caller("team-g", &[G], &[]);
         let before = decoded();
         let missing = "code_AAAAAAAAAAAAAAAAAAAAAA";
-        let f = call(&st, &gadgets, "fetch", json!({"ids": [code_id.clone(), missing]})).await.unwrap();
+        let f =
+            call(&st, &gadgets, "fetch", json!({"ids": [code_id.clone(), missing]})).await.unwrap();
         assert_eq!(f["not_found"], json!([code_id, missing]));
         assert_eq!(decoded(), before, "a hidden row was decoded");
         let f = call(&st, &docs, "fetch", json!({"ids": [code_id.clone()]})).await.unwrap();
@@ -867,7 +873,9 @@ fn a_scoped_callers_scores_do_not_move_when_a_hidden_repository_changes() {
                 .unwrap()
                 .iter()
                 .filter(|r| r["repo"] == json!(W))
-                .map(|r| (r["id"].as_str().unwrap().to_string(), r["sparse_score"].as_f64().unwrap()))
+                .map(|r| {
+                    (r["id"].as_str().unwrap().to_string(), r["sparse_score"].as_f64().unwrap())
+                })
                 .collect::<Vec<_>>()
         })
     };
@@ -878,7 +886,8 @@ fn a_scoped_callers_scores_do_not_move_when_a_hidden_repository_changes() {
     let (scoped_before, all_before) = (scores(&st, &widgets), scores(&st, &all));
     assert!(!scoped_before.is_empty(), "the word is found");
     // Only the hidden repository changes: many rows that say the word.
-    let notes: String = (0..40).map(|i| format!("## Port {i}\n\nzanzibar zanzibar harbour {i}\n\n")).collect();
+    let notes: String =
+        (0..40).map(|i| format!("## Port {i}\n\nzanzibar zanzibar harbour {i}\n\n")).collect();
     commit_file(&g, "PORTS.md", &format!("# Ports\n\n{notes}"));
     e.build().unwrap();
     let st = runtime().block_on(state(&e.store()));

@@ -280,7 +280,12 @@ fn a_model_change_keeps_every_thread_the_crawl_does_not_see_again() {
     let after = thread_entities(&e);
     assert_eq!(after, before, "every thread, comment, review and release is kept");
     let model = runtime().block_on(async {
-        Store::open(&e.store().display().to_string()).unwrap().latest_manifest().await.unwrap().model
+        Store::open(&e.store().display().to_string())
+            .unwrap()
+            .latest_manifest()
+            .await
+            .unwrap()
+            .model
     });
     let b_sha = hubdex_formats::hash_file(&o.model_dir.join("model.onnx")).unwrap().0;
     assert_eq!(model.model_sha256, b_sha, "the second snapshot is the second model's");

@@ -99,7 +99,11 @@ fn the_verified_cache_holds_copies_and_notices_a_file_changed_under_it() {
         let in_store = store_dir.join("segments").join(&seg.id).join(&file);
         flip_last_byte_in_place(&in_store);
         let again = store.fetch_segment(&seg, &cache).await.unwrap();
-        assert_eq!(std::fs::read(again.join(&file)).unwrap(), verified, "{file} changed in the cache");
+        assert_eq!(
+            std::fs::read(again.join(&file)).unwrap(),
+            verified,
+            "{file} changed in the cache"
+        );
 
         // Cut short in the cache: noticed before anything maps it, and fetched again, which
         // the altered store file now fails.
@@ -117,10 +121,15 @@ fn the_verified_cache_holds_copies_and_notices_a_file_changed_under_it() {
 
         // A server opening the snapshot from that cache after the file was cut short again
         // serves from a fresh, whole copy.
-        std::fs::OpenOptions::new().write(true).open(mended.join(&file)).unwrap().set_len(1).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(mended.join(&file))
+            .unwrap()
+            .set_len(1)
+            .unwrap();
         let snap = hubdex_server::open_snapshot(&store, &cache, None).await.unwrap();
         assert_eq!(std::fs::read(mended.join(&file)).unwrap(), verified);
-        assert!(snap.manifest.segments.len() >= 1);
+        assert_eq!(snap.id(), m.snapshot);
     });
 }
 
@@ -180,7 +189,9 @@ fn post_raw(port: u16, path: &str, headers: &[(&str, &[u8])], body: &[u8]) -> (u
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.extend_from_slice(format!("Host: 127.0.0.1:{port}\r\n").as_bytes());
     }
-    req.extend_from_slice(b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n");
+    req.extend_from_slice(
+        b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n",
+    );
     for (k, v) in headers {
         req.extend_from_slice(format!("{k}: ").as_bytes());
         req.extend_from_slice(v);
@@ -272,7 +283,8 @@ fn connections_are_bounded_and_slow_headers_are_cut_off() {
         })
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let healthz = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let healthz =
+        format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
     let (status, text) = raw_exchange(port, healthz.as_bytes());
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("limit of 4 connections"), "{text}");
@@ -300,4 +312,109 @@ fn connections_are_bounded_and_slow_headers_are_cut_off() {
     assert_eq!(open, 0, "trickling connections still open after {:?}", started.elapsed());
     let (status, text) = raw_exchange(port, healthz.as_bytes());
     assert_eq!(status, 200, "{text}");
+}
+
+const GOLDEN_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v8");
+
+/// Whether `p`, resolved lexically (`..` taking off a part), is below `root`.
+fn stays_under(root: &Path, p: &Path) -> bool {
+    use std::path::Component;
+    let mut parts: Vec<Component<'_>> = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::CurDir => {}
+            c => parts.push(c),
+        }
+    }
+    let resolved: PathBuf = parts.iter().collect();
+    resolved.starts_with(root) && resolved != root
+}
+
+/// The paths a reader builds from a segment entry: its directory under the cache, then each
+/// of its files under that.
+fn paths_of(root: &Path, id: &str, files: &[hubdex_formats::FileEntry]) -> Vec<PathBuf> {
+    let Ok(dir) = hubdex_formats::name_join(root, "segment id", id) else { return Vec::new() };
+    let mut out = vec![dir.clone()];
+    out.extend(files.iter().filter_map(|f| hubdex_formats::safe_join(&dir, &f.path).ok()));
+    out
+}
+
+/// A name as an attacker would write one: parts that climb, separators, dots, drive letters,
+/// NUL and look-alikes, or plain letters.
+fn hostile_name() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let part = prop_oneof![
+        Just("..".to_string()),
+        Just(".".to_string()),
+        Just("/".to_string()),
+        Just("\\".to_string()),
+        Just("C:".to_string()),
+        Just("\0".to_string()),
+        Just("\u{2215}".to_string()),
+        "[a-z0-9._-]{1,8}",
+    ];
+    proptest::collection::vec(part, 1..6).prop_map(|p| p.concat())
+}
+
+/// Whatever ids and file paths a manifest, segment.json or staged record names, every path a
+/// reader builds from one it accepts stays under the root it is joined to.
+#[test]
+fn no_path_built_from_a_stores_records_leaves_its_root() {
+    use proptest::prelude::*;
+    let read = |rel: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(Path::new(GOLDEN_V8).join(rel)).unwrap()).unwrap()
+    };
+    let manifest = read("snapshots/20261202T141826Z-f3a2b907/manifest.json");
+    let meta = read("segments/merged-6ef87b9134c251d6/segment.json");
+    let root = Path::new("/cache/segments");
+    let config = proptest::test_runner::Config { cases: 256, ..Default::default() };
+    proptest::proptest!(config, |(id in hostile_name(), member in hostile_name(), path in hostile_name(), snapshot in hostile_name())| {
+        let mut m = manifest.clone();
+        m["snapshot"] = snapshot.clone().into();
+        m["segments"][0]["id"] = id.clone().into();
+        m["merged"][0]["members"][0] = member.clone().into();
+        m["merged"][0]["files"][0]["path"] = path.clone().into();
+        if let Ok(parsed) = hubdex_formats::Manifest::parse("manifest.json", &serde_json::to_vec(&m).unwrap()) {
+            for seg in parsed.segments.iter().chain(&parsed.merged) {
+                for p in paths_of(root, &seg.id, &seg.files) {
+                    prop_assert!(stays_under(root, &p), "{p:?}");
+                }
+                for member in &seg.members {
+                    prop_assert!(paths_of(root, member, &[]).iter().all(|p| stays_under(root, p)));
+                }
+            }
+        }
+        let mut s = meta.clone();
+        s["id"] = id.clone().into();
+        s["files"][0]["path"] = path.clone().into();
+        if let Ok(parsed) = hubdex_formats::SegmentMeta::parse("segment.json", &serde_json::to_vec(&s).unwrap()) {
+            for p in paths_of(root, &parsed.id, &parsed.files) {
+                prop_assert!(stays_under(root, &p), "{p:?}");
+            }
+        }
+        // A staged record of the same entry, read back from a store.
+        let mut staged = m["merged"][0].clone();
+        staged["id"] = id.clone().into();
+        staged["embedded"] = 0.into();
+        staged["reused"] = 0.into();
+        staged["embed_seconds"] = 0.0.into();
+        let read_back = crate::fixture::runtime().block_on(async {
+            let store = hubdex_formats::Store::open("memory://").unwrap();
+            let key = hubdex_formats::staged_segment_key("run", "acme/widgets");
+            store.put(&key, serde_json::to_vec(&staged).unwrap()).await.unwrap();
+            store.staged_segment("run", "acme/widgets").await
+        });
+        if let Ok(Some(parsed)) = read_back {
+            for p in paths_of(root, &parsed.entry.id, &parsed.entry.files) {
+                prop_assert!(stays_under(root, &p), "{p:?}");
+            }
+        }
+        // And an id that climbs is never accepted anywhere.
+        if id.contains('/') || id.contains('\\') || id.starts_with('.') {
+            prop_assert!(hubdex_formats::check_name("id", &id).is_err());
+        }
+    });
 }

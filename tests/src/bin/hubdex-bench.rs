@@ -594,25 +594,34 @@ async fn search_bench(
         ("one_repository_glob", vec![format!("{}*", repos[0])]),
     ] {
         let scope = hubdex_formats::Scope::new(&patterns, &[])?;
-        let (mut plain, mut within) = (Vec::new(), Vec::new());
+        // Scoped twice: with BM25 statistics over the scope's rows (what callers get) and with
+        // the whole index's (what they cost without them).
+        let (mut plain, mut within, mut whole) = (Vec::new(), Vec::new(), Vec::new());
         for (q, v) in queries.iter().zip(&vectors) {
             let t = Instant::now();
             search_with_vector(&snap, Some(v), None, &request(q, Fusion::Rrf)).map_err(fail)?;
             plain.push(t.elapsed().as_secs_f64() * 1000.0);
-            let mut req = request(q, Fusion::Rrf);
-            req.filters.scope = Some(scope.clone());
-            let t = Instant::now();
-            let a = search_with_vector(&snap, Some(v), None, &req).map_err(fail)?;
-            within.push(t.elapsed().as_secs_f64() * 1000.0);
-            if let Some(r) = a.results.iter().find(|r| !scope.allows_repo(&r.repo)) {
-                anyhow::bail!("scoped search returned {} of {}", r.id, r.repo);
+            for (whole_stats, out) in [(false, &mut within), (true, &mut whole)] {
+                let mut req = request(q, Fusion::Rrf);
+                req.filters.scope = Some(scope.clone());
+                req.filters.whole_index_statistics = whole_stats;
+                let t = Instant::now();
+                let a = search_with_vector(&snap, Some(v), None, &req).map_err(fail)?;
+                out.push(t.elapsed().as_secs_f64() * 1000.0);
+                if let Some(r) = a.results.iter().find(|r| !scope.allows_repo(&r.repo)) {
+                    anyhow::bail!("scoped search returned {} of {}", r.id, r.repo);
+                }
             }
         }
-        let (p, w) = (percentiles(plain), percentiles(within));
-        let ratio = w["p50_ms"].as_f64().unwrap_or(0.0) / p["p50_ms"].as_f64().unwrap_or(1.0);
+        let (p, w, o) = (percentiles(plain), percentiles(within), percentiles(whole));
+        let p50 = |x: &Value| x["p50_ms"].as_f64().unwrap_or(0.0);
+        let ratio = p50(&w) / p50(&p).max(1e-9);
+        let stats_ratio = p50(&w) / p50(&o).max(1e-9);
         scoped.insert(
             name.to_string(),
-            json!({"repositories": patterns.len(), "unscoped": p, "scoped": w, "p50_ratio": ratio}),
+            json!({"repositories": patterns.len(), "unscoped": p, "scoped": w,
+                   "scoped_whole_index_statistics": o, "p50_ratio": ratio,
+                   "scope_statistics_p50_ratio": stats_ratio}),
         );
         rss_by_phase.push(json!({"phase": format!("scoped_{name}"), "rss": rss_split()}));
     }
