@@ -272,10 +272,46 @@ fn a_docs_only_scope_reads_no_code_file_through_read_span_or_related() {
         let err = call(&st, &gadgets, "related", json!({"id": code_id})).await.unwrap_err();
         assert!(err.contains("no row has id"), "{err}");
         assert_eq!(decoded(), before);
-        let own = call(&st, &all, "fetch", json!({"ids": [code_id]})).await.unwrap();
+        let own = call(&st, &all, "fetch", json!({"ids": [code_id.clone()]})).await.unwrap();
         assert_eq!(own["count"], json!(1));
         assert!(decoded() > before, "the counter counts");
     });
+
+    // The same token from a tokens file, over REST and the Python MCP SDK.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.toml");
+    let out = Command::new(hubdex_tests::bin("hubdex"))
+        .args(["token", "add", "docs-only", "--tokens-file"])
+        .arg(&file)
+        .args(["--repos", "acme/*", "--types", "doc"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let (_server, port) = spawn_http(
+        &["--store", e.store().to_str().unwrap()],
+        &["--tokens-file", file.to_str().unwrap()],
+        &[],
+        None,
+    );
+    let (status, r) = rest(port, &token, "read_span", json!({"repo": W, "path": "lib.rs"}));
+    assert_eq!(status, 400, "{r}");
+    let (status, r) = rest(port, &token, "read_span", json!({"repo": W, "path": "README.md"}));
+    assert_eq!(status, 200, "{r}");
+    let (status, r) = rest(port, &token, "related", json!({"id": "file/lib.rs", "repo": W}));
+    assert_eq!(status, 400, "{r}");
+    let calls = json!([
+        ["read_span", {"repo": W, "path": "lib.rs"}],
+        ["related", {"id": "file/lib.rs", "repo": W}],
+        ["read_span", {"repo": W, "path": "README.md"}],
+        ["search", {"query": "store widget", "top_k": 20}],
+    ]);
+    let reports = python_calls(port, &token, &calls);
+    assert_eq!(reports[0]["is_error"], json!(true), "{}", reports[0]);
+    assert_eq!(reports[1]["is_error"], json!(true), "{}", reports[1]);
+    assert_eq!(reports[2]["is_error"], json!(false), "{}", reports[2]);
+    let results = reports[3]["structured"]["results"].as_array().unwrap();
+    assert!(results.iter().all(|r| r["type"] == json!("doc")), "{}", reports[3]);
 }
 
 /// Adds a token to a tokens file with the CLI; returns the token it printed.

@@ -187,13 +187,18 @@ fn a_hot_swap_opens_only_the_changed_segment_and_a_pinned_snapshot_shares_the_re
         let m = src.latest_manifest().await.unwrap();
         let cache = tempfile::tempdir().unwrap();
         let dir = src.fetch_segment(&m.segments[0], cache.path()).await.unwrap();
-        // A local store's files enter the cache as hard links (verified, not copied).
+        // A local store's files enter the cache as verified copies, never links: a write in
+        // place in the store cannot reach them.
         {
             use std::os::unix::fs::MetadataExt as _;
             let id = &m.segments[0].id;
             let stored = f.store.join("segments").join(id).join("rows.parquet");
             let cached = std::fs::metadata(dir.join("rows.parquet")).unwrap();
-            assert_eq!(cached.ino(), std::fs::metadata(stored).unwrap().ino());
+            assert_ne!(cached.ino(), std::fs::metadata(&stored).unwrap().ino());
+            assert_eq!(
+                std::fs::read(dir.join("rows.parquet")).unwrap(),
+                std::fs::read(stored).unwrap()
+            );
         }
         let rows = read_rows(&dir.join("rows.parquet"), true).unwrap();
         let (a, b) = rows.split_at(rows.len() / 2);
