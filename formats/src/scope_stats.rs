@@ -4,7 +4,9 @@
 //! repository alone adds a word. For a caller whose scope hides rows of an index, the
 //! statistics are taken over the rows it may read instead: the document count and each
 //! field's token total over its scope's docs (computed once per index and scope, kept in a
-//! small cache), and a term's document frequency counted on its postings within the scope.
+//! small cache), and a term's document frequency counted on its postings within the scope
+//! (kept with the scope's docs for the terms asked most recently: a caller's queries share
+//! words).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,13 +18,18 @@ use tantivy::{DocSet, Searcher, SegmentReader, TERMINATED, Term};
 use crate::doc_bits::DocBits;
 
 /// How many scopes' document sets one index keeps.
-const SCOPES_KEPT: usize = 32;
+const SCOPES_KEPT: usize = 16;
 
-/// The docs a scope allows in one index, with each BM25 field's token total over them.
+/// How many terms' document frequencies a scope keeps in one index (~100 bytes each).
+const TERMS_KEPT: usize = 4096;
+
+/// The docs a scope allows in one index, with each BM25 field's token total over them and the
+/// document frequencies within them of the terms counted so far.
 #[derive(Debug)]
 pub(crate) struct ScopeDocs {
     bits: DocBits,
     tokens: Vec<(Field, u64)>,
+    dfs: Mutex<HashMap<Term, u64>>,
 }
 
 impl ScopeDocs {
@@ -44,7 +51,30 @@ impl ScopeDocs {
             }
             tokens.push((field, total));
         }
-        Ok(ScopeDocs { bits, tokens })
+        Ok(ScopeDocs { bits, tokens, dfs: Mutex::new(HashMap::new()) })
+    }
+
+    /// Docs of the scope holding `term`: counted on its postings the first time, then kept.
+    fn doc_freq(&self, seg: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
+        let lock = || self.dfs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&n) = lock().get(term) {
+            return Ok(n);
+        }
+        let inverted = seg.inverted_index(term.field())?;
+        let mut n = 0u64;
+        if let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)? {
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                n += u64::from(self.bits.contains(u64::from(doc)));
+                doc = postings.advance();
+            }
+        }
+        let mut kept = lock();
+        if kept.len() >= TERMS_KEPT {
+            kept.clear();
+        }
+        kept.insert(term.clone(), n);
+        Ok(n)
     }
 }
 
@@ -76,17 +106,16 @@ impl ScopeCache {
 }
 
 /// The statistics one query is scored with: the whole index's, or those of the docs a scope
-/// allows. A term's scoped document frequency is counted once per query.
+/// allows.
 pub(crate) struct Stats<'a> {
     searcher: &'a Searcher,
     scoped: Option<(&'a SegmentReader, Arc<ScopeDocs>)>,
-    dfs: Mutex<HashMap<Term, u64>>,
 }
 
 impl<'a> Stats<'a> {
     /// The whole index's statistics.
     pub(crate) fn whole(searcher: &'a Searcher) -> Stats<'a> {
-        Stats { searcher, scoped: None, dfs: Mutex::new(HashMap::new()) }
+        Stats { searcher, scoped: None }
     }
 
     /// The statistics of the docs `docs` holds.
@@ -95,7 +124,7 @@ impl<'a> Stats<'a> {
         seg: &'a SegmentReader,
         docs: Arc<ScopeDocs>,
     ) -> Stats<'a> {
-        Stats { searcher, scoped: Some((seg, docs)), dfs: Mutex::new(HashMap::new()) }
+        Stats { searcher, scoped: Some((seg, docs)) }
     }
 
     /// Documents holding `term` (0 where it cannot be read).
@@ -128,21 +157,9 @@ impl Bm25StatisticsProvider for Stats<'_> {
     }
 
     fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        let Some((seg, docs)) = &self.scoped else { return self.searcher.doc_freq(term) };
-        let lock = || self.dfs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(&n) = lock().get(term) {
-            return Ok(n);
+        match &self.scoped {
+            None => self.searcher.doc_freq(term),
+            Some((seg, docs)) => docs.doc_freq(seg, term),
         }
-        let inverted = seg.inverted_index(term.field())?;
-        let mut n = 0u64;
-        if let Some(mut postings) = inverted.read_postings(term, IndexRecordOption::Basic)? {
-            let mut doc = postings.doc();
-            while doc != TERMINATED {
-                n += u64::from(docs.bits.contains(u64::from(doc)));
-                doc = postings.advance();
-            }
-        }
-        lock().insert(term.clone(), n);
-        Ok(n)
     }
 }

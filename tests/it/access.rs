@@ -41,22 +41,21 @@ async fn call(st: &Arc<AppState>, c: &Caller, tool: &str, args: Value) -> Result
 fn two_repos() -> Env {
     let e = env();
     let w = e.dir.path().join("git/widgets");
-    std::fs::write(w.join("firmware.txt"), "see gadgets\n").unwrap();
-    for args in [
-        &["add", "."][..],
-        &["commit", "-q", "-m", "Follow the gadgets firmware\n\nSee acme/gadgets#2."][..],
-    ] {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(&w)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
+    commit_file(
+        &w,
+        "firmware.txt",
+        "see gadgets\n",
+        "Follow the gadgets firmware\n\nSee acme/gadgets#2.",
+    );
     e.build().unwrap();
     e
+}
+
+/// Writes `name` in the git repository `repo` and commits it with `message`.
+fn commit_file(repo: &Path, name: &str, text: &str, message: &str) {
+    std::fs::write(repo.join(name), text).unwrap();
+    crate::github::git(repo, &["add", "."]);
+    crate::github::git(repo, &["commit", "-q", "-m", message]);
 }
 
 /// Every repository an answer's items name (a visible row's own text may mention another
@@ -213,21 +212,8 @@ fn scoped_callers_see_only_their_repository_in_every_tool() {
 fn a_docs_only_scope_reads_no_code_file_through_read_span_or_related() {
     let e = env();
     let w = e.dir.path().join("git/widgets");
-    std::fs::write(
-        w.join("lib.rs"),
-        "/// Stores a widget.\npub fn store_widget(id: u64) -> bool {\n    id > 0\n}\n",
-    )
-    .unwrap();
-    for args in [&["add", "."][..], &["commit", "-q", "-m", "Add the widget store"][..]] {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(&w)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
+    let lib = "/// Stores a widget.\npub fn store_widget(id: u64) -> bool {\n    id > 0\n}\n";
+    commit_file(&w, "lib.rs", lib, "Add the widget store");
     e.build().unwrap();
     runtime().block_on(async {
         let st = state(&e.store()).await;
@@ -874,20 +860,6 @@ fn a_failing_or_slow_issuer_is_asked_with_backoff_and_stalls_no_known_key() {
     });
 }
 
-fn commit_file(repo: &Path, name: &str, text: &str) {
-    std::fs::write(repo.join(name), text).unwrap();
-    for args in [&["add", "."][..], &["commit", "-q", "-m", &format!("Add {name}")][..]] {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-}
-
 /// BM25 weighed every term with the whole index's statistics: a scoped caller's own rows
 /// scored differently after a repository it cannot see alone added a word, which told it the
 /// word was there. A scoped caller's scores depend on what it may read only.
@@ -896,7 +868,8 @@ fn a_scoped_callers_scores_do_not_move_when_a_hidden_repository_changes() {
     let e = env();
     let w = e.dir.path().join("git/widgets");
     let g = e.dir.path().join("git/gadgets");
-    commit_file(&w, "TRAVEL.md", "# Travel\n\nThe widget crates ship through zanzibar by sea.\n");
+    let travel = "# Travel\n\nThe widget crates ship through zanzibar by sea.\n";
+    commit_file(&w, "TRAVEL.md", travel, "Add the travel notes");
     e.build().unwrap();
     let scores = |st: &Arc<AppState>, c: &Caller| {
         let st = st.clone();
@@ -924,7 +897,7 @@ fn a_scoped_callers_scores_do_not_move_when_a_hidden_repository_changes() {
     // Only the hidden repository changes: many rows that say the word.
     let notes: String =
         (0..40).map(|i| format!("## Port {i}\n\nzanzibar zanzibar harbour {i}\n\n")).collect();
-    commit_file(&g, "PORTS.md", &format!("# Ports\n\n{notes}"));
+    commit_file(&g, "PORTS.md", &format!("# Ports\n\n{notes}"), "Add the ports");
     e.build().unwrap();
     let st = runtime().block_on(state(&e.store()));
     let (scoped_after, all_after) = (scores(&st, &widgets), scores(&st, &all));

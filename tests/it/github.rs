@@ -41,7 +41,7 @@ pub(crate) struct Env {
     pub(crate) clock: Arc<FakeClock>,
 }
 
-fn git(dir: &Path, args: &[&str]) {
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
         .arg("-C")
         .arg(dir)
