@@ -42,9 +42,10 @@ pub(crate) const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// A request (headers, body and answer) must finish within this, or it gets 408.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A request's headers, and on a kept-alive connection the next request's, must arrive within
-/// this, or the connection is closed: a client trickling a header line at a time holds no
-/// connection for long.
+/// A request's headers must be in within this of the connection's start (on a kept-alive
+/// connection, of the next request's first byte), or the connection is closed: a client
+/// trickling a header line at a time holds no connection for long. A kept-alive connection
+/// that sends nothing is closed by `KEEP_ALIVE_IDLE`.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A kept-alive connection that has sent and received nothing for this long is closed. Longer
