@@ -47,6 +47,7 @@ mod model;
 mod names;
 mod queue;
 mod read_dir;
+mod restart;
 mod row;
 mod rows;
 mod scope_stats;
@@ -73,10 +74,7 @@ pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write
 pub use filter::{
     FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
 };
-pub use malloc::{
-    Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed,
-    restart_with_fixed_malloc_thresholds,
-};
+pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,
     ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers, snapshot_id,
@@ -94,6 +92,7 @@ pub use model::{
 };
 pub use names::{MAX_NAME_CHARS, check_name, name_join, safe_join};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
+pub use restart::{ORT_DISABLE_TELEMETRY, restart_with_fixed_environment};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{

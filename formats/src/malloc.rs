@@ -17,8 +17,9 @@
 //!
 //! The settings are read from the environment once, when the process starts: so a process
 //! started without `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and
-//! `MALLOC_ARENA_MAX` where asked and not set; same pid, arguments and open files). Where that
-//! cannot be done it carries on as it is.
+//! `MALLOC_ARENA_MAX` where asked and not set; same pid, arguments and open files:
+//! [`crate::restart_with_fixed_environment`]). Where that cannot be done it carries on as it
+//! is.
 //!
 //! Even so glibc gives freed memory back only from the top of a heap: many small blocks freed
 //! below one still in use stay resident. [`give_back_freed`] (`malloc_trim`, the workspace's one
@@ -34,7 +35,7 @@
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 
 /// glibc's default trim threshold (128 KiB), made fixed.
-const TRIM_BYTES: &str = "131072";
+pub(crate) const TRIM_BYTES: &str = "131072";
 
 /// The variable glibc reads for the most arenas it makes.
 pub const MALLOC_ARENA_MAX: &str = "MALLOC_ARENA_MAX";
@@ -47,32 +48,6 @@ pub enum Arenas {
     /// Two (unless the environment says otherwise): for a process whose long phases run on a
     /// thread or two (the indexer).
     Two,
-}
-
-/// Restarts this process with fixed malloc thresholds (and `arenas`) unless the environment
-/// already sets the thresholds. Call it early in `main`: after logging is set up (a failed
-/// restart is logged at debug level) and before any thread starts. Returns only where the
-/// process is not restarted: already set, not glibc, or the restart failed (then the process
-/// carries on).
-pub fn restart_with_fixed_malloc_thresholds(arenas: Arenas) {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::os::unix::process::CommandExt as _;
-        if std::env::var_os(MALLOC_TRIM_THRESHOLD).is_some() {
-            return;
-        }
-        let Ok(exe) = std::env::current_exe() else { return };
-        let mut args = std::env::args_os();
-        let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
-        // exec returns only on failure.
-        let mut restart = std::process::Command::new(&exe);
-        restart.arg0(arg0).args(args).env(MALLOC_TRIM_THRESHOLD, TRIM_BYTES);
-        if arenas == Arenas::Two && std::env::var_os(MALLOC_ARENA_MAX).is_none() {
-            restart.env(MALLOC_ARENA_MAX, "2");
-        }
-        let err = restart.exec();
-        tracing::debug!(exe = %exe.display(), "could not restart with fixed malloc thresholds: {err}");
-    }
 }
 
 /// Gives the system back the pages glibc holds free in its arenas (`malloc_trim(0)`): what the

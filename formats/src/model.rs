@@ -124,6 +124,8 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
         ort::init_from(&path)
             .map_err(|e| e.to_string())?
             .with_name("hubdex")
+            // ORT_DISABLE_TELEMETRY (crate::restart) keeps the client from starting at all.
+            .with_telemetry(false)
             .build()
             .map_err(|e| e.to_string())
     });

@@ -318,7 +318,7 @@ fn main() -> ExitCode {
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system, and two arenas keep what the merges free from piling up
     // (docs/performance.md).
-    hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
+    hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
     let cli: Cli = hubdex_formats::parse_args();
     hubdex_formats::run_to_exit(run(cli))
 }

@@ -550,7 +550,7 @@ fn main() -> ExitCode {
     }
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system (docs/performance.md).
-    hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Default);
+    hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Default);
     let cli: Cli = hubdex_formats::parse_args();
     hubdex_formats::run_to_exit(run(cli))
 }

@@ -21,3 +21,4 @@ mod reliability;
 mod security;
 mod serving;
 mod stages;
+mod telemetry;

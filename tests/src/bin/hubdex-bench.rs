@@ -1304,7 +1304,7 @@ fn main() -> anyhow::Result<()> {
         // freed blocks, and the peak measured is the allocator's, not the build's (40k commits
         // under 256 MiB: 543 against 349-414 MiB; a 400k build's largest merge: 142 against
         // 127-128).
-        hubdex_formats::restart_with_fixed_malloc_thresholds(hubdex_formats::Arenas::Two);
+        hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
     }
     let rt = tokio::runtime::Runtime::new()?;
     let out = match cli.command {
