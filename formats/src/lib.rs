@@ -86,9 +86,9 @@ pub use merge::{
     plan_merges, write_merged_in_memory, write_merged_segment,
 };
 pub use model::{
-    DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, bundled, cache_dir, default_model, default_model_dir,
-    model_files, model_inputs, ort_environment, print_version_if_asked, resolve_model_dir,
-    runtime_library_path, version_report,
+    DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, VersionReport, bundled, cache_dir, default_model,
+    default_model_dir, model_files, model_inputs, ort_environment, print_version_if_asked,
+    resolve_model_dir, runtime_library_path, version_report,
 };
 pub use names::{MAX_NAME_CHARS, check_name, name_join, safe_join};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};

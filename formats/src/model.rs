@@ -53,23 +53,48 @@ pub fn default_model_dir() -> PathBuf {
     cache_dir().join("models").join(DEFAULT_MODEL_NAME)
 }
 
-/// Prints [`version_report`] and says so when the first argument is `--version` or `-V`
-/// (both binaries call it before parsing their arguments; the commit is read at compile time
-/// in each binary, so a new commit relinks only the binaries).
-pub fn print_version_if_asked(binary: &str, version: &str, commit: Option<&str>) -> bool {
+/// When the first argument is `--version` or `-V`: prints [`version_report`], then on stderr
+/// each thing that keeps the binary from working, and gives the exit code (failure when there
+/// is one). `None` for any other command line. Both binaries call it before parsing their
+/// arguments; the commit is read at compile time in each binary, so a new commit relinks only
+/// the binaries.
+pub fn print_version_if_asked(
+    binary: &str,
+    version: &str,
+    commit: Option<&str>,
+) -> Option<std::process::ExitCode> {
     if !std::env::args().nth(1).is_some_and(|a| a == "--version" || a == "-V") {
-        return false;
+        return None;
     }
-    print!("{}", version_report(binary, version, commit));
-    true
+    let report = version_report(binary, version, commit);
+    print!("{}", report.text);
+    for problem in &report.problems {
+        eprintln!("{binary}: {problem}");
+    }
+    Some(if report.problems.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
+}
+
+/// What `--version` found.
+#[derive(Debug, Clone)]
+pub struct VersionReport {
+    /// The lines it prints: the binary's version and commit, the runtime and the model.
+    pub text: String,
+    /// What keeps the binary from embedding: a runtime library that cannot be loaded, a model
+    /// directory without its files. Empty when both are usable.
+    pub problems: Vec<String>,
 }
 
 /// What `--version` prints: the binary's version and commit, the ONNX Runtime it finds (its
 /// version and path, or why it cannot load it) and the default model (its directory and the
 /// sha256 of its model.onnx, or what is missing). `commit` is the commit the binary was built
 /// from (`$HUBDEX_GIT_COMMIT` at build time; `ci/package` sets it).
-pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> String {
+pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> VersionReport {
     let commit = commit.filter(|c| !c.is_empty()).unwrap_or("unknown (a development build)");
+    let mut problems = Vec::new();
     let runtime = runtime_library_path();
     let runtime_line = match ort_environment() {
         Ok(_) => {
@@ -86,19 +111,30 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Stri
                 .map_or_else(|| "version unknown".to_string(), |v| v.trim().to_string());
             format!("{version} (build {build}, {})", runtime.display())
         }
-        Err(e) => format!("not loaded: {e}"),
+        Err(e) => {
+            problems.push(format!("the ONNX Runtime library cannot be used: {e}"));
+            format!("not loaded: {e}")
+        }
     };
     let model = default_model();
-    let model_line = match crate::segment::sha256_file(&Path::new(&model).join("model.onnx")) {
+    let dir = Path::new(&model);
+    let model_line = match crate::segment::sha256_file(&dir.join("model.onnx")) {
         Ok((sha256, _)) => format!(
             "{} (sha256 {sha256}, {model})",
-            Path::new(&model).file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),
+            dir.file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),
         ),
         Err(e) => format!("none: {model}/model.onnx: {e}"),
     };
-    format!(
+    for file in ["model.onnx", "tokenizer.json"] {
+        let path = dir.join(file);
+        if let Err(e) = std::fs::File::open(&path) {
+            problems.push(format!("the model cannot be used: {}: {e}", path.display()));
+        }
+    }
+    let text = format!(
         "{binary} {version}\ncommit: {commit}\nonnx runtime: {runtime_line}\nmodel: {model_line}\n"
-    )
+    );
+    VersionReport { text, problems }
 }
 
 /// `~/.cache/hubdex` (or $HUBDEX_CACHE): the runtime, models and cached segments live here.

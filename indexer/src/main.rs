@@ -304,10 +304,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let commit = option_env!("HUBDEX_GIT_COMMIT");
-    if hubdex_formats::print_version_if_asked("hubdex-index", env!("CARGO_PKG_VERSION"), commit) {
-        return ExitCode::SUCCESS;
-    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
@@ -319,6 +315,13 @@ fn main() -> ExitCode {
     // back to the system, and two arenas keep what the merges free from piling up
     // (docs/performance.md).
     hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
+    // After the restart: `--version` loads the runtime, whose telemetry must be off by then.
+    let commit = option_env!("HUBDEX_GIT_COMMIT");
+    if let Some(code) =
+        hubdex_formats::print_version_if_asked("hubdex-index", env!("CARGO_PKG_VERSION"), commit)
+    {
+        return code;
+    }
     let cli: Cli = hubdex_formats::parse_args();
     hubdex_formats::run_to_exit(run(cli))
 }

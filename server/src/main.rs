@@ -533,10 +533,6 @@ async fn health(url: &str, timeout_secs: u64) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let commit = option_env!("HUBDEX_GIT_COMMIT");
-    if hubdex_formats::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit) {
-        return ExitCode::SUCCESS;
-    }
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HUBDEX_LOG")
@@ -551,6 +547,13 @@ fn main() -> ExitCode {
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system (docs/performance.md).
     hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Default);
+    // After the restart: `--version` loads the runtime, whose telemetry must be off by then.
+    let commit = option_env!("HUBDEX_GIT_COMMIT");
+    if let Some(code) =
+        hubdex_formats::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit)
+    {
+        return code;
+    }
     let cli: Cli = hubdex_formats::parse_args();
     hubdex_formats::run_to_exit(run(cli))
 }

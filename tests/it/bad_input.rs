@@ -511,3 +511,34 @@ fn query_json_prints_the_search_tools_object() {
     let sha = &r["commit_sha"].as_str().unwrap()[..12];
     assert!(text.contains(&format!("commit {sha}")), "{text}");
 }
+
+/// `--version` said where the runtime and model are, and exited 0 when either could not be
+/// used: a broken install looked healthy to a script that checks the exit code.
+#[test]
+fn version_exits_non_zero_naming_a_runtime_or_model_that_cannot_be_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_lib = dir.path().join("libonnxruntime.so");
+    let no_model = dir.path().join("no-model");
+    for binary in ["hubdex", "hubdex-index"] {
+        let run = |env: &[(&str, &str)]| {
+            let out = Command::new(hubdex_tests::bin(binary))
+                .arg("--version")
+                .envs(env.iter().copied())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), err)
+        };
+        let (code, out, err) = run(&[]);
+        assert_eq!(code, Some(0), "{binary}: {out}{err}");
+        assert!(out.starts_with(&format!("{binary} ")) && err.is_empty(), "{out}{err}");
+        let (code, out, err) = run(&[("ORT_DYLIB_PATH", no_lib.to_str().unwrap())]);
+        assert_eq!(code, Some(1), "{binary}: {out}{err}");
+        assert!(out.contains("onnx runtime: not loaded"), "{out}");
+        assert!(err.contains("ONNX Runtime library cannot be used"), "{err}");
+        let (code, _, err) = run(&[("HUBDEX_MODEL_DIR", no_model.to_str().unwrap())]);
+        assert_eq!(code, Some(1), "{binary}: {err}");
+        assert!(err.contains(&format!("{}/model.onnx", no_model.display())), "{err}");
+        assert!(err.contains("tokenizer.json"), "{err}");
+    }
+}
