@@ -207,9 +207,17 @@ fn head_row(
     entity: &str,
     scope: Option<&Scope>,
 ) -> Result<Option<Row>, ToolError> {
+    // A row of a type the scope hides is not looked up, let alone decoded.
+    let ids: Vec<String> = head_ids(repo, entity)
+        .into_iter()
+        .filter(|id| {
+            let kind = RowType::of_id(id);
+            scope.is_none_or(|s| kind.is_some_and(|k| s.allows_type(k)))
+        })
+        .collect();
     for seg in snap.segments_of_repo(repo) {
-        for id in head_ids(repo, entity) {
-            if let Some(doc) = seg.text.doc_of_id(&id).map_err(index_error)? {
+        for id in &ids {
+            if let Some(doc) = seg.text.doc_of_id(id).map_err(index_error)? {
                 let row = seg.text.row(doc).map_err(index_error)?;
                 if scope.is_none_or(|s| s.allows(&row)) {
                     return Ok(Some(row));

@@ -6,16 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::bad_input::hubdex;
 use crate::fixture::fixture;
-
-fn hubdex(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(hubdex_tests::bin("hubdex")).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// A copy of the fixture's store, to tamper with.
 fn store_copy(dir: &Path) -> PathBuf {
