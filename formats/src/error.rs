@@ -197,6 +197,14 @@ pub enum EmbedError {
         /// The file it lacks.
         file: &'static str,
     },
+    /// No `--model` was given and the default model is in none of the places looked at.
+    #[error(
+        "no model: looked at {looked_at} (a release archive holds it in models/; from source, run ./ci/setup, set HUBDEX_MODEL_DIR or pass --model)"
+    )]
+    NoModel {
+        /// The places looked at, in order.
+        looked_at: String,
+    },
     /// The ONNX Runtime library could not be found or loaded.
     #[error(
         "ONNX Runtime library {path}: {detail} (a release archive holds it in lib/; from source, run ./ci/setup or set ORT_DYLIB_PATH to libonnxruntime.so)"
@@ -205,6 +213,26 @@ pub enum EmbedError {
         /// Where the library was looked for.
         path: PathBuf,
         /// What loading it said.
+        detail: String,
+    },
+    /// A file differs from the sum its directory's SHA256SUMS lists.
+    #[error(
+        "{path} is damaged: its sha256 is {actual}, the SHA256SUMS beside it says {expected} (unpack the release archive again)"
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// The sum SHA256SUMS lists.
+        expected: String,
+        /// The file's sum.
+        actual: String,
+    },
+    /// A SHA256SUMS file cannot be read as one.
+    #[error("{path}: not a SHA256SUMS list: {detail}")]
+    BadSums {
+        /// The SHA256SUMS file.
+        path: PathBuf,
+        /// What is wrong with it.
         detail: String,
     },
     /// model.onnx is there but ONNX Runtime cannot load it (damaged, or not an ONNX model).

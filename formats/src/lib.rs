@@ -55,6 +55,7 @@ mod segment;
 mod serving;
 mod staging;
 mod store;
+mod sums;
 mod text;
 mod vectors;
 
@@ -110,6 +111,7 @@ pub use store::{
     Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, failpoint, install_tls_provider,
     manifest_key, name_under, segment_key,
 };
+pub use sums::{SHA256SUMS, verify_sums};
 pub use vectors::{
     SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,
     write_vector_index, write_vector_index_from,

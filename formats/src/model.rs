@@ -18,12 +18,33 @@ pub const RUNTIME_LIBRARY: &str =
 /// The default model's directory name, in a release archive and in the cache.
 pub const DEFAULT_MODEL_NAME: &str = "all-MiniLM-L6-v2-int8";
 
-/// `rel` inside the release archive this binary runs from, if it is there: the archive's
-/// binaries are in `bin/`, beside `lib/` and `models/` (docs/deploy.md, "Install").
+/// The release archive this binary runs from, if it is one: the directory above `bin/` (or the
+/// binary's own directory) that holds `rel`. The binary's path is canonicalised first: run
+/// through a symlink on PATH (macOS gives the link's path), it still finds its archive.
 pub fn bundled(rel: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?;
-    [bin.parent(), Some(bin)].into_iter().flatten().map(|root| root.join(rel)).find(|p| p.exists())
+    archive_roots().into_iter().map(|root| root.join(rel)).find(|p| p.exists())
+}
+
+/// Where a release archive would hold this binary's `lib/` and `models/`: the directory above
+/// the binary's, then the binary's own.
+fn archive_roots() -> Vec<PathBuf> {
+    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    let exe = exe.canonicalize().unwrap_or(exe);
+    let Some(bin) = exe.parent() else { return Vec::new() };
+    [bin.parent(), Some(bin)].into_iter().flatten().map(Path::to_path_buf).collect()
+}
+
+/// Every place `rel` is looked for, in order, for an error to name: the release archive beside
+/// this binary, the environment variable `var` (or that it is unset), then `cache`.
+fn looked_at(rel: &str, var: &str, cache: &Path) -> String {
+    let mut places: Vec<String> =
+        archive_roots().iter().take(1).map(|root| root.join(rel).display().to_string()).collect();
+    places.push(match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(v) => format!("${var} = {}", PathBuf::from(v).display()),
+        None => format!("${var} (unset)"),
+    });
+    places.push(cache.display().to_string());
+    places.join(", ")
 }
 
 /// The ONNX Runtime library: the release archive's `lib/libonnxruntime.so` beside this
@@ -125,11 +146,25 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Vers
         ),
         Err(e) => format!("none: {model}/model.onnx: {e}"),
     };
-    for file in ["model.onnx", "tokenizer.json"] {
-        let path = dir.join(file);
-        if let Err(e) = std::fs::File::open(&path) {
-            problems.push(format!("the model cannot be used: {}: {e}", path.display()));
+    let mut model_usable = dir.is_dir();
+    if !model_usable {
+        let looked_at = looked_at(
+            &format!("models/{DEFAULT_MODEL_NAME}"),
+            "HUBDEX_MODEL_DIR",
+            &default_model_dir(),
+        );
+        problems.push(format!("the model cannot be used: {}", EmbedError::NoModel { looked_at }));
+    } else {
+        for file in ["model.onnx", "tokenizer.json"] {
+            let path = dir.join(file);
+            if let Err(e) = std::fs::File::open(&path) {
+                problems.push(format!("the model cannot be used: {}: {e}", path.display()));
+                model_usable = false;
+            }
         }
+    }
+    if model_usable && let Err(e) = crate::sums::verify_sums(dir) {
+        problems.push(format!("the model cannot be used: {e}"));
     }
     let text = format!(
         "{binary} {version}\ncommit: {commit}\nonnx runtime: {runtime_line}\nmodel: {model_line}\n"
@@ -154,9 +189,17 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
     let path = runtime_library_path();
     let env = ENVIRONMENT.get_or_init(|| {
         if !path.exists() {
-            return Err("no such file".to_string());
+            let rel = format!("lib/{RUNTIME_LIBRARY}");
+            let cache = cache_dir().join("onnxruntime").join(RUNTIME_LIBRARY);
+            return Err(format!(
+                "no such file (looked at {})",
+                looked_at(&rel, "ORT_DYLIB_PATH", &cache)
+            ));
         }
         check_library_file(&path)?;
+        if let Some(dir) = path.parent() {
+            crate::sums::verify_sums(dir).map_err(|e| e.to_string())?;
+        }
         ort::init_from(&path)
             .map_err(|e| e.to_string())?
             .with_name("hubdex")
@@ -231,6 +274,7 @@ pub fn model_files(dir: &Path, max_tokens: usize) -> Result<(PathBuf, Tokenizer)
             return Err(EmbedError::MissingModelFile { dir: dir.to_path_buf(), file });
         }
     }
+    crate::sums::verify_sums(dir)?;
     let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
         .map_err(|e| EmbedError::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
     tokenizer.with_padding(None::<PaddingParams>);
@@ -287,6 +331,12 @@ pub fn resolve_model_dir(spec: &str) -> Result<PathBuf, EmbedError> {
         .or_else(|| (spec.matches('/').count() == 1 && !local.exists()).then_some(spec))
     {
         return crate::hf::download(repo, &cache_dir().join("models"));
+    }
+    if spec == default_model() {
+        let rel = format!("models/{DEFAULT_MODEL_NAME}");
+        return Err(EmbedError::NoModel {
+            looked_at: looked_at(&rel, "HUBDEX_MODEL_DIR", &default_model_dir()),
+        });
     }
     Err(EmbedError::MissingModelFile { dir: local.to_path_buf(), file: "model.onnx" })
 }

@@ -127,28 +127,37 @@ pub(crate) fn discover(source: &Path, exclude: &GlobSet) -> Result<Vec<PathBuf>,
 }
 
 /// The `owner/name` a repository is indexed under: from a GitHub-style origin URL when it has
-/// one, else `local/<directory name>`.
+/// one; else `local/<name>`, the name being the last part of its origin (another host, a
+/// bundle, a local path: `/srv/mirrors/fd.git` gives `local/fd`) or, without an origin, its
+/// directory's. A repository mounted into a container at /repo is so still named after itself.
 pub(crate) fn repo_name(dir: &Path) -> String {
-    if let Ok(out) = run(dir, &["config", "--get", "remote.origin.url"]) {
-        let url = String::from_utf8_lossy(&out)
-            .trim()
-            .trim_end_matches('/')
-            .trim_end_matches(".git")
-            .to_string();
-        let parts: Vec<&str> = url.rsplit(['/', ':']).take(2).collect();
-        if parts.len() == 2
-            && !parts[0].is_empty()
-            && !parts[1].is_empty()
-            && url.contains("github")
-        {
-            return format!("{}/{}", parts[1], parts[0]);
-        }
+    let origin = run(dir, &["config", "--get", "remote.origin.url"])
+        .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+        .unwrap_or_default();
+    if let Some(name) = name_from_origin(&origin) {
+        return name;
     }
-    let name = dir
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    format!("local/{}", name.unwrap_or_else(|| "repo".into()))
+    let from_origin = origin
+        .trim_end_matches('/')
+        .rsplit(['/', ':', '\\'])
+        .next()
+        .map(|last| last.trim_end_matches(".git").trim_end_matches(".bundle"))
+        .filter(|last| !last.is_empty() && !last.starts_with('.'))
+        .map(str::to_string);
+    let from_dir = || {
+        dir.canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+    };
+    format!("local/{}", from_origin.or_else(from_dir).unwrap_or_else(|| "repo".into()))
+}
+
+/// `owner/name` of a GitHub-style origin URL (https, ssh or scp-like), or `None`.
+fn name_from_origin(url: &str) -> Option<String> {
+    let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
+    let parts: Vec<&str> = url.rsplit(['/', ':']).take(2).collect();
+    (parts.len() == 2 && !parts[0].is_empty() && !parts[1].is_empty() && url.contains("github"))
+        .then(|| format!("{}/{}", parts[1], parts[0]))
 }
 
 /// The web URL of a repository when it lives on GitHub.
@@ -1145,6 +1154,27 @@ pub(crate) mod tests {
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// A GitHub origin names the repository; any other origin gives `local/` and its last
+    /// part; no origin, the directory's name (a mount at /repo named after its origin).
+    #[test]
+    fn a_repository_is_named_from_its_origin_then_its_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("repo");
+        std::fs::create_dir(&dir).unwrap();
+        git_ok(&dir, &["init", "-q"]);
+        assert_eq!(repo_name(&dir), "local/repo");
+        for (origin, name) in [
+            ("https://github.com/sharkdp/fd.git", "sharkdp/fd"),
+            ("git@github.com:sharkdp/fd.git", "sharkdp/fd"),
+            ("https://gitlab.com/acme/shop.git", "local/shop"),
+            ("/srv/eval/fd.bundle", "local/fd"),
+            ("../mirrors/widgets/", "local/widgets"),
+        ] {
+            git_ok(&dir, &["config", "remote.origin.url", origin]);
+            assert_eq!(repo_name(&dir), name, "origin {origin}");
+        }
     }
 
     #[test]

@@ -519,6 +519,7 @@ fn version_exits_non_zero_naming_a_runtime_or_model_that_cannot_be_used() {
     let dir = tempfile::tempdir().unwrap();
     let no_lib = dir.path().join("libonnxruntime.so");
     let no_model = dir.path().join("no-model");
+    let empty_model = dir.path().join("empty-model");
     for binary in ["hubdex", "hubdex-index"] {
         let run = |env: &[(&str, &str)]| {
             let out = Command::new(hubdex_tests::bin(binary))
@@ -536,9 +537,16 @@ fn version_exits_non_zero_naming_a_runtime_or_model_that_cannot_be_used() {
         assert_eq!(code, Some(1), "{binary}: {out}{err}");
         assert!(out.contains("onnx runtime: not loaded"), "{out}");
         assert!(err.contains("ONNX Runtime library cannot be used"), "{err}");
+        // No such directory: every place looked at is named, the variable's value among them.
         let (code, _, err) = run(&[("HUBDEX_MODEL_DIR", no_model.to_str().unwrap())]);
         assert_eq!(code, Some(1), "{binary}: {err}");
-        assert!(err.contains(&format!("{}/model.onnx", no_model.display())), "{err}");
+        assert!(err.contains("no model: looked at"), "{err}");
+        assert!(err.contains(&format!("$HUBDEX_MODEL_DIR = {}", no_model.display())), "{err}");
+        // A directory without the files: each missing file is named.
+        std::fs::create_dir_all(&empty_model).unwrap();
+        let (code, _, err) = run(&[("HUBDEX_MODEL_DIR", empty_model.to_str().unwrap())]);
+        assert_eq!(code, Some(1), "{binary}: {err}");
+        assert!(err.contains(&format!("{}/model.onnx", empty_model.display())), "{err}");
         assert!(err.contains("tokenizer.json"), "{err}");
     }
 }

@@ -49,6 +49,14 @@ pub struct CloneError {
 pub fn clone_or_fetch(url: &str, dir: &Path, token: Option<&str>) -> Result<PathBuf, CloneError> {
     let mut cmd = Command::new("git");
     cmd.env("GIT_TERMINAL_PROMPT", "0");
+    // One variable names the CA certificates both clients trust: the REST client reads
+    // SSL_CERT_FILE, git's libcurl only its own GIT_SSL_CAINFO (a GitHub Enterprise with a
+    // private CA, the image's tests).
+    if std::env::var_os("GIT_SSL_CAINFO").is_none()
+        && let Some(certs) = std::env::var_os("SSL_CERT_FILE").filter(|c| !c.is_empty())
+    {
+        cmd.env("GIT_SSL_CAINFO", certs);
+    }
     if let Some(t) = token.filter(|_| url.starts_with("https://")) {
         use base64::Engine as _;
         let basic = base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{t}"));
