@@ -158,7 +158,7 @@ impl BuildReport {
 /// vector only from segments of the same model). Read a build segment at a time, keeping only
 /// those rows: what is held is bounded by the API's items, not by the history (commit, diff,
 /// doc and code rows are not kept). A local repository is read whole and carries nothing.
-pub(crate) async fn previous_threads(
+pub(crate) async fn previous_threads_and_releases(
     store: &Store,
     cache: &std::path::Path,
     prev: Option<&Manifest>,
@@ -389,7 +389,7 @@ pub(crate) struct Crawled {
 }
 
 /// Crawls one repository. `previous` are its threads and releases in the current snapshot
-/// ([`previous_threads`]; a GitHub crawl carries the unchanged ones over).
+/// ([`previous_threads_and_releases`]; a GitHub crawl carries the unchanged ones over).
 pub(crate) async fn crawl_one(
     opts: &BuildOptions,
     plan: &Plan,
@@ -1026,8 +1026,14 @@ pub async fn build_with(
         crawl.set_message(format!("crawling {repo}"));
         // A GitHub crawl carries unchanged threads over from the current snapshot; either way
         // its build segments reuse what they can by input hash and text hash (embed_one).
-        let previous =
-            previous_threads(&plan.store, &opts.cache, plan.prev.as_ref(), repo, source).await?;
+        let previous = previous_threads_and_releases(
+            &plan.store,
+            &opts.cache,
+            plan.prev.as_ref(),
+            repo,
+            source,
+        )
+        .await?;
         let mut c = crawl_one(opts, &plan, repo, source, previous, &mut report, &crawl).await?;
         report.crawl_seconds += t.elapsed().as_secs_f64();
         if let Some(cursor) = c.cursor.take() {

@@ -21,7 +21,8 @@ use indicatif::MultiProgress;
 use crate::budget::Part;
 use crate::build::{
     BuildOptions, BuildReport, CutOptions, Plan, Publication, SegmentInput, SegmentWriter,
-    crawl_one, cut_stream, embed_one, load_embedder, plan, previous_threads, publish_segments,
+    crawl_one, cut_stream, embed_one, load_embedder, plan, previous_threads_and_releases,
+    publish_segments,
 };
 use crate::git;
 use crate::github::Cursor;
@@ -126,8 +127,14 @@ async fn crawl_planned(
     let git_version = git::version()?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = crate::progress::spinner(None);
-        let prev_rows =
-            previous_threads(&plan.store, &opts.cache, plan.prev.as_ref(), repo, source).await?;
+        let prev_rows = previous_threads_and_releases(
+            &plan.store,
+            &opts.cache,
+            plan.prev.as_ref(),
+            repo,
+            source,
+        )
+        .await?;
         let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
         let cursor = c.cursor.take();
         let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());
@@ -237,7 +244,7 @@ async fn staged_part(
     Ok(Part { rows, files, edges, reused: None, history, ..Part::default() })
 }
 
-async fn staged_repos(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
+async fn staged_crawls(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {
     Ok(store.staged_crawls(run).await?)
 }
 
@@ -262,7 +269,7 @@ pub async fn embed_with(
     let mp = MultiProgress::new();
     let work = Scratch::for_build()?;
     let mut report = BuildReport::default();
-    for staged in staged_repos(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
+    for staged in staged_crawls(&store, run).await?.into_iter().filter(|s| shard.owns(&s.repo)) {
         same_model(&staged, &model)?;
         let repo = staged.repo.clone();
         let prev_segments = SegmentInput::prev_segments(prev.as_ref(), &repo, &model);
@@ -335,7 +342,7 @@ pub async fn publish(opts: &BuildOptions, run: &str) -> anyhow::Result<BuildRepo
     let started = Instant::now();
     let store = hubdex_formats::Store::open(&opts.store)?;
     let prev = store.current_manifest().await.context("reading the current snapshot")?;
-    let staged = staged_repos(&store, run).await?;
+    let staged = staged_crawls(&store, run).await?;
     let check = Scratch::for_build()?;
     let mut segments: Vec<ManifestSegment> = Vec::new();
     let mut model = None;

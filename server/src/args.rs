@@ -128,6 +128,26 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The value of one of `choices`, given by its name (`default` when absent); any other
+    /// value is an error naming the argument and every name it takes.
+    pub fn choice<T: Copy>(
+        &self,
+        name: &str,
+        choices: &[(&str, T)],
+        default: T,
+    ) -> Result<T, ToolError> {
+        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+        if self.get(name).is_none() {
+            return Ok(default);
+        }
+        let given = self.one_of(name, &names, names.first().copied().unwrap_or_default())?;
+        choices
+            .iter()
+            .find(|(n, _)| *n == given)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| ToolError::arg(name, format!("must be one of {}", names.join(", "))))
+    }
+
     /// A string or a list of strings (empty when absent).
     pub fn string_list(&self, name: &str) -> Result<Vec<String>, ToolError> {
         match self.get(name) {
@@ -191,6 +211,16 @@ mod tests {
             a.one_of("fusion", &["rrf", "dense_only"], "rrf").unwrap_err().to_string(),
             "argument `fusion`: must be one of rrf, dense_only, got \"best\""
         );
+        // A choice gives the value of the name given, the default when absent, and refuses
+        // an unknown name rather than falling back to the default.
+        let choices = [("rrf", 1), ("dense_only", 2)];
+        assert_eq!(
+            a.choice("fusion", &choices, 1).unwrap_err().to_string(),
+            "argument `fusion`: must be one of rrf, dense_only, got \"best\""
+        );
+        assert_eq!(a.choice("sort", &choices, 1).unwrap(), 1);
+        let m = args(json!({"fusion": "dense_only"}));
+        assert_eq!(Args::new(&m, &["fusion"]).unwrap().choice("fusion", &choices, 1).unwrap(), 2);
     }
 
     #[test]

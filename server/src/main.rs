@@ -38,7 +38,7 @@ struct Cli {
     #[arg(long = "rerank-model", global = true, env = "HUBDEX_RERANK_MODEL")]
     rerank_model: Option<PathBuf>,
     /// Query-embedding sessions (each runs one query at a time and holds its own copy of the
-    /// model, about 150 MiB): default one per four cores, at least one.
+    /// model, about 90 MiB): default one per four cores, at least one.
     #[arg(long = "embed-sessions", global = true, env = "HUBDEX_EMBED_SESSIONS")]
     embed_sessions: Option<usize>,
     #[command(subcommand)]

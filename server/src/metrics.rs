@@ -57,7 +57,7 @@ pub struct Metrics {
     snapshot_created: Gauge<i64>,
     swaps: Counter,
     swap_failures: Counter,
-    segments_opened: Gauge<i64>,
+    segments_opened: Counter,
     current: Mutex<String>,
 }
 
@@ -118,7 +118,7 @@ impl Default for Metrics {
             "New snapshots refused (verification or open failed); the current one kept serving",
             swap_failures.clone(),
         );
-        let segments_opened = Gauge::<i64>::default();
+        let segments_opened = Counter::default();
         registry.register(
             "segments_opened",
             "Segments opened since start: at start, on a swap and when a snapshot is opened by id (a segment already open is not reopened)",
@@ -196,9 +196,12 @@ impl Metrics {
         };
     }
 
-    /// Records how many segments were opened since start.
+    /// Records how many segments were opened since start (a count that only grows).
     pub(crate) fn segments_opened(&self, n: u64) {
-        self.segments_opened.set(n as i64);
+        let counted = self.segments_opened.get();
+        if n > counted {
+            self.segments_opened.inc_by(n - counted);
+        }
     }
 
     /// The text exposition format.

@@ -61,13 +61,14 @@ pub enum Blend {
 }
 
 impl Blend {
-    /// Plain RRF, k = 60, equal weights.
-    pub const RRF: Blend = Blend::Rrf { k: PAPER_RRF_K, w_sparse: 1.0, w_dense: 1.0 };
+    /// RRF as its paper has it, k = 60, equal weights (`--blend rrf:60`).
+    pub const PAPER_RRF: Blend = Blend::Rrf { k: PAPER_RRF_K, w_sparse: 1.0, w_dense: 1.0 };
     /// What `fusion: rrf` uses: RRF with k = 20, equal weights. On the docstring → code set it
     /// beat k = 60, weighted RRF and min-max blends on recall@10 and MRR (docs/quality.md).
     pub const DEFAULT: Blend = Blend::Rrf { k: SERVED_RRF_K, w_sparse: 1.0, w_dense: 1.0 };
 
-    /// Parses `rrf`, `rrf:K`, `wrrf:W_DENSE` (weights 1 - w and w, k = 60) or `minmax:W_DENSE`.
+    /// Parses `rrf` (what `fusion: rrf` serves, [`Blend::DEFAULT`]), `rrf:K`, `wrrf:W_DENSE`
+    /// (weights 1 - w and w, k = 60) or `minmax:W_DENSE`.
     pub fn parse(s: &str) -> Result<Blend, String> {
         let bad =
             || format!("unknown blend {s:?}; allowed: rrf, rrf:K, wrrf:W, minmax:W (0 ≤ W ≤ 1)");
@@ -77,7 +78,7 @@ impl Blend {
         };
         let w = |a: Option<f64>| a.filter(|w| (0.0..=1.0).contains(w)).ok_or_else(bad);
         match name {
-            "rrf" => Ok(Blend::Rrf { k: arg.unwrap_or(PAPER_RRF_K), w_sparse: 1.0, w_dense: 1.0 }),
+            "rrf" => Ok(Blend::Rrf { k: arg.unwrap_or(SERVED_RRF_K), w_sparse: 1.0, w_dense: 1.0 }),
             "wrrf" => {
                 let w = w(arg)?;
                 Ok(Blend::Rrf { k: PAPER_RRF_K, w_sparse: 2.0 * (1.0 - w), w_dense: 2.0 * w })
@@ -104,16 +105,15 @@ pub enum Fusion {
 }
 
 impl Fusion {
+    /// Each value `fusion` accepts by its name.
+    pub const CHOICES: [(&'static str, Fusion); 3] = [
+        ("rrf", Fusion::Rrf),
+        ("dense_only", Fusion::DenseOnly),
+        ("sparse_only", Fusion::SparseOnly),
+    ];
     /// The names `fusion` accepts.
-    pub const NAMES: [&'static str; 3] = ["rrf", "dense_only", "sparse_only"];
-
-    fn parse(s: &str) -> Fusion {
-        match s {
-            "dense_only" => Fusion::DenseOnly,
-            "sparse_only" => Fusion::SparseOnly,
-            _ => Fusion::Rrf,
-        }
-    }
+    pub const NAMES: [&'static str; 3] =
+        [Self::CHOICES[0].0, Self::CHOICES[1].0, Self::CHOICES[2].0];
 }
 
 /// How results are ordered.
@@ -128,16 +128,15 @@ pub enum Sort {
 }
 
 impl Sort {
+    /// Each value `sort` accepts by its name.
+    pub const CHOICES: [(&'static str, Sort); 3] = [
+        ("relevance", Sort::Relevance),
+        ("updated_desc", Sort::UpdatedDesc),
+        ("created_desc", Sort::CreatedDesc),
+    ];
     /// The names `sort` accepts.
-    pub const NAMES: [&'static str; 3] = ["relevance", "updated_desc", "created_desc"];
-
-    fn parse(s: &str) -> Sort {
-        match s {
-            "updated_desc" => Sort::UpdatedDesc,
-            "created_desc" => Sort::CreatedDesc,
-            _ => Sort::Relevance,
-        }
-    }
+    pub const NAMES: [&'static str; 3] =
+        [Self::CHOICES[0].0, Self::CHOICES[1].0, Self::CHOICES[2].0];
 }
 
 /// A checked search request.
@@ -173,8 +172,8 @@ impl SearchRequest {
         Ok(SearchRequest {
             query: a.required_text("query", MAX_QUERY_CHARS)?,
             top_k: a.int_in("top_k", 1, 50, 10)? as usize,
-            fusion: Fusion::parse(&a.one_of("fusion", &Fusion::NAMES, "rrf")?),
-            sort: Sort::parse(&a.one_of("sort", &Sort::NAMES, "relevance")?),
+            fusion: a.choice("fusion", &Fusion::CHOICES, Fusion::Rrf)?,
+            sort: a.choice("sort", &Sort::CHOICES, Sort::Relevance)?,
             filters: filters_from_args(&a)?,
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
@@ -778,7 +777,8 @@ mod tests {
 
     #[test]
     fn blends_parse_and_bad_ones_are_named() {
-        assert_eq!(Blend::parse("rrf").unwrap(), Blend::RRF);
+        assert_eq!(Blend::parse("rrf").unwrap(), Blend::DEFAULT, "the served k");
+        assert_eq!(Blend::parse("rrf:60").unwrap(), Blend::PAPER_RRF);
         assert_eq!(
             Blend::parse("wrrf:0.25").unwrap(),
             Blend::Rrf { k: PAPER_RRF_K, w_sparse: 1.5, w_dense: 0.5 }

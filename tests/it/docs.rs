@@ -3,6 +3,7 @@
 //! schemas and the metrics registry) against the text of README.md and docs/*.md.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Command;
 
 use hubdex_server::tool_specs;
@@ -163,4 +164,76 @@ fn the_architecture_code_map_names_every_source_file_and_no_file_that_is_gone() 
         }
     }
     assert!(missing.is_empty(), "docs/architecture.md's code map:\n{}", missing.join("\n"));
+}
+
+/// The string literals of the binaries' sources (formats, indexer, server; tests excluded)
+/// that name an environment variable hubdex reads, and the variables of docs/deploy.md's table.
+fn variables_read_and_documented() -> (BTreeSet<String>, BTreeSet<String>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let literal = regex::Regex::new(
+        r#""((?:HUBDEX|ORT|HF)_[A-Z0-9_]+|GITHUB_TOKEN|GITHUB_RUN_ID|SSL_CERT_FILE)""#,
+    )
+    .unwrap();
+    let mut read = BTreeSet::new();
+    for krate in ["formats", "indexer", "server"] {
+        for entry in walkdir::WalkDir::new(root.join(krate).join("src")) {
+            let entry = entry.unwrap();
+            if entry.path().extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            // A module's tests set variables for themselves; what they name is not read.
+            let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+            read.extend(literal.captures_iter(code).map(|c| c[1].to_string()));
+        }
+    }
+    let deploy = std::fs::read_to_string(root.join("docs/deploy.md")).unwrap();
+    let table = &deploy[deploy.find("## Environment variables").expect("the section")..];
+    let row = regex::Regex::new(r"(?m)^\| `([A-Z][A-Z0-9_]+)` \|").unwrap();
+    let documented = row.captures_iter(table).map(|c| c[1].to_string()).collect();
+    (read, documented)
+}
+
+/// Every environment variable the binaries read (a clap `env =`, a `std::env::var`) is in
+/// docs/deploy.md's table, and every variable the table names is read.
+#[test]
+fn every_environment_variable_read_is_documented_and_every_documented_one_is_read() {
+    let (read, documented) = variables_read_and_documented();
+    assert!(read.contains("HUBDEX_STORE") && read.contains("HUBDEX_LOG"), "{read:?}");
+    let undocumented: Vec<_> = read.difference(&documented).collect();
+    let unread: Vec<_> = documented.difference(&read).collect();
+    assert!(undocumented.is_empty(), "read but not in docs/deploy.md's table: {undocumented:?}");
+    assert!(unread.is_empty(), "in docs/deploy.md's table but read nowhere: {unread:?}");
+}
+
+/// The format versions the docs name are the ones the code writes and reads.
+#[test]
+fn the_format_versions_in_the_docs_are_the_code_s() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let format = std::fs::read_to_string(root.join("docs/format.md")).unwrap();
+    let written = hubdex_formats::FORMAT_VERSION;
+    let readable = hubdex_formats::READABLE_VERSIONS;
+    let (first, last) = (readable[0], *readable.last().unwrap());
+    assert!(readable.windows(2).all(|w| w[1] == w[0] + 1), "{readable:?} has a gap");
+    let manifest_row = format!(
+        "| `format_version` | `{written}` (readers also accept `{first}` to `{}`) |",
+        written - 1
+    );
+    assert!(format.contains(&manifest_row), "docs/format.md lacks {manifest_row}");
+    let versioning = format!("(today: {first} to {last})");
+    assert!(format.contains(&versioning), "docs/format.md lacks {versioning}");
+    // Every "format N" or "version N" the docs name is one the code can read.
+    let named = regex::Regex::new(r"(?i)\bformat[- ](?:version )?`?(\d+)\b").unwrap();
+    for doc in ["docs/format.md", "docs/architecture.md", "README.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for c in named.captures_iter(&text) {
+            let v: u32 = c[1].parse().unwrap();
+            assert!(readable.contains(&v), "{doc} names format {v}, which no reader reads");
+        }
+    }
+    // And a golden fixture per readable version.
+    for v in readable {
+        let dir = root.join(format!("tests/fixtures/golden-v{v}"));
+        assert!(dir.join("LATEST").is_file(), "{} has no LATEST", dir.display());
+    }
 }

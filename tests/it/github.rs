@@ -349,11 +349,34 @@ fn giving_up_on_a_limit_names_it_and_publishes_nothing() {
     assert!(sleeps.windows(2).all(|w| w[1] >= w[0]), "backoff grows: {sleeps:?}");
 }
 
+/// The crawl sends $GITHUB_TOKEN with every API request, and no line the indexer writes holds
+/// it, at the most verbose log level; nor does the options' `Debug`.
 #[test]
 fn the_token_is_sent_and_never_printed() {
     let e = env();
-    let o = e.options();
-    assert!(!format!("{o:?}").contains("ghp_testtoken"));
+    assert!(!format!("{:?}", e.options()).contains("ghp_testtoken"));
+    let out = Command::new(hubdex_tests::bin("hubdex-index"))
+        .args(["build", "acme/widgets", "--github-api", &e.fake.base, "--store"])
+        .arg(e.store())
+        .env("GITHUB_TOKEN", "ghp_sent_not_printed")
+        .env("HUBDEX_LOG", "trace")
+        .env("HUBDEX_PROGRESS_SECS", "0")
+        .env("HUBDEX_CACHE", e.dir.path().join("cli-cache"))
+        .env("HUBDEX_MODEL_DIR", model_dir())
+        .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path())
+        .output()
+        .unwrap();
+    let printed =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{printed}");
+    assert!(printed.lines().count() > 20, "trace logging wrote little: {printed}");
+    assert!(!printed.contains("ghp_sent_not_printed"), "the token was printed");
+    let log = e.fake.take_log();
+    assert!(log.len() >= 5, "{log:?}");
+    for request in &log {
+        let auth = request.authorization.as_deref().unwrap_or("");
+        assert!(auth.ends_with(" ghp_sent_not_printed"), "{} sent {auth:?}", request.path);
+    }
 }
 
 #[test]

@@ -215,7 +215,11 @@ fn a_hot_swap_opens_only_the_changed_segment_and_a_pinned_snapshot_shares_the_re
         let second = publish(&st.store, &[("o/a", a), ("o/b", &b[1..])], &m, Some(&first)).await;
         assert_eq!(st.refresh().await, second);
         assert_eq!(st.open.opened(), 3, "only the changed segment was opened");
-        assert!(st.metrics_text().contains("hubdex_segments_opened 3"), "{}", st.metrics_text());
+        assert!(
+            st.metrics_text().contains("hubdex_segments_opened_total 3"),
+            "{}",
+            st.metrics_text()
+        );
 
         let current = st.current.load_full();
         let pinned = st.snapshot(Some(&first)).await.unwrap();

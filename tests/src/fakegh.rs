@@ -38,6 +38,8 @@ pub struct Logged {
     pub path: String,
     pub conditional: bool,
     pub status: u16,
+    /// The request's `Authorization` header, as sent.
+    pub authorization: Option<String>,
 }
 
 /// One fake repository's content.
@@ -82,6 +84,8 @@ fn respond(
 ) -> Response {
     let mut s = st.lock().expect("fake state");
     let conditional = headers.contains_key("if-none-match");
+    let authorization =
+        headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_string);
     let reset = (Utc::now() + Duration::hours(1)).timestamp().to_string();
     if let Some(fault) = s.faults.pop_front() {
         let mut h = HeaderMap::new();
@@ -103,14 +107,24 @@ fn respond(
             }
             Fault::BadGateway => StatusCode::BAD_GATEWAY,
         };
-        s.log.push(Logged { path: path.to_string(), conditional, status: status.as_u16() });
+        s.log.push(Logged {
+            path: path.to_string(),
+            conditional,
+            status: status.as_u16(),
+            authorization: authorization.clone(),
+        });
         let body = json!({"message": "You have exceeded a secondary rate limit", "documentation_url": "https://docs.github.com/rest"});
         return (status, h, body.to_string()).into_response();
     }
     let (value, next) = match status_ok {
         Ok(v) => v,
         Err(code) => {
-            s.log.push(Logged { path: path.to_string(), conditional, status: code.as_u16() });
+            s.log.push(Logged {
+                path: path.to_string(),
+                conditional,
+                status: code.as_u16(),
+                authorization: authorization.clone(),
+            });
             return (code, json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}).to_string()).into_response();
         }
     };
@@ -123,14 +137,24 @@ fn respond(
     h.insert("etag", HeaderValue::from_str(&etag).expect("ascii"));
     h.insert("content-type", HeaderValue::from_static("application/json; charset=utf-8"));
     if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
-        s.log.push(Logged { path: path.to_string(), conditional, status: 304 });
+        s.log.push(Logged {
+            path: path.to_string(),
+            conditional,
+            status: 304,
+            authorization: authorization.clone(),
+        });
         return (StatusCode::NOT_MODIFIED, h).into_response();
     }
     if let Some(next) = next {
         let link = format!("<{}{next}>; rel=\"next\"", s.base);
         h.insert("link", HeaderValue::from_str(&link).expect("ascii"));
     }
-    s.log.push(Logged { path: path.to_string(), conditional, status: 200 });
+    s.log.push(Logged {
+        path: path.to_string(),
+        conditional,
+        status: 200,
+        authorization: authorization.clone(),
+    });
     (StatusCode::OK, h, body).into_response()
 }
 
