@@ -388,6 +388,63 @@ pub(crate) struct Crawled {
     pub(crate) cursor: Option<Cursor>,
 }
 
+/// One repository crawled and cut into build segments as its history is read: the step per
+/// repository that [`build_with`] (which embeds each part) and the staged `crawl` (which
+/// stages it) share, so the two cannot drift apart. A GitHub crawl carries the previous
+/// snapshot's unchanged threads and releases over, whatever model made them.
+pub(crate) struct CutCrawl {
+    /// Where a GitHub crawl stopped: saved once a snapshot holding what it read is published.
+    pub(crate) cursor: Option<Cursor>,
+    /// The build segments, in order, as they are cut.
+    pub(crate) parts: tokio::sync::mpsc::Receiver<budget::Part>,
+    /// The previous snapshot's segments of this repository (same model) a part may be found
+    /// again in.
+    pub(crate) prev_segments: Vec<ManifestSegment>,
+    /// The crawl's thread, waited for by [`CrawlDone::finish`].
+    pub(crate) done: CrawlDone,
+}
+
+/// The thread a [`CutCrawl`] reads the history on, and its progress line.
+pub(crate) struct CrawlDone {
+    crawling: tokio::task::JoinHandle<anyhow::Result<u64>>,
+    progress: ProgressBar,
+}
+
+impl CrawlDone {
+    /// Waits for the crawl once the parts were consumed (`consumed`: what that gave). An error
+    /// consuming comes first: it closed the channel, which stopped the crawl. Gives what was
+    /// consumed and the number of commits the crawl skipped.
+    pub(crate) async fn finish<T>(self, consumed: anyhow::Result<T>) -> anyhow::Result<(T, u64)> {
+        let crawled = self.crawling.await.context("the crawl's thread stopped")?;
+        self.progress.finish_and_clear();
+        let consumed = consumed?;
+        Ok((consumed, crawled?))
+    }
+}
+
+/// Crawls `repo` from `source` and starts cutting it for `model` (see [`CutCrawl`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn crawl_and_cut(
+    opts: &BuildOptions,
+    plan: &Plan,
+    repo: &str,
+    source: &Source,
+    model: &ModelIdentity,
+    git_version: &str,
+    report: &mut BuildReport,
+    progress: ProgressBar,
+) -> anyhow::Result<CutCrawl> {
+    let previous =
+        previous_threads_and_releases(&plan.store, &opts.cache, plan.prev.as_ref(), repo, source)
+            .await?;
+    let mut crawled = crawl_one(opts, plan, repo, source, previous, report, &progress).await?;
+    let cursor = crawled.cursor.take();
+    let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.to_string());
+    let prev_segments = SegmentInput::prev_segments(plan.prev.as_ref(), repo, model);
+    let (parts, crawling) = cut_stream(crawled, cut, prev_segments.clone(), progress.clone(), repo);
+    Ok(CutCrawl { cursor, parts, prev_segments, done: CrawlDone { crawling, progress } })
+}
+
 /// Crawls one repository. `previous` are its threads and releases in the current snapshot
 /// ([`previous_threads_and_releases`]; a GitHub crawl carries the unchanged ones over).
 pub(crate) async fn crawl_one(
@@ -1024,25 +1081,15 @@ pub async fn build_with(
         let t = Instant::now();
         let crawl = spinner(Some(&mp));
         crawl.set_message(format!("crawling {repo}"));
-        // A GitHub crawl carries unchanged threads over from the current snapshot; either way
-        // its build segments reuse what they can by input hash and text hash (embed_one).
-        let previous = previous_threads_and_releases(
-            &plan.store,
-            &opts.cache,
-            plan.prev.as_ref(),
-            repo,
-            source,
-        )
-        .await?;
-        let mut c = crawl_one(opts, &plan, repo, source, previous, &mut report, &crawl).await?;
+        let cut =
+            crawl_and_cut(opts, &plan, repo, source, &model, &git_version, &mut report, crawl)
+                .await?;
         report.crawl_seconds += t.elapsed().as_secs_f64();
-        if let Some(cursor) = c.cursor.take() {
+        if let Some(cursor) = cut.cursor {
             cursors.push((repo.clone(), cursor));
         }
-        // The history is read while the build segments cut from it are embedded and written.
-        let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());
-        let prev_segments = SegmentInput::prev_segments(plan.prev.as_ref(), repo, &model);
-        let (parts, crawling) = cut_stream(c, cut, prev_segments.clone(), crawl.clone(), repo);
+        // The history is read while the build segments cut from it are embedded and written;
+        // each reuses what it can by input hash and text hash (embed_one).
         let written = embed_one(
             SegmentWriter {
                 store: &plan.store,
@@ -1052,15 +1099,13 @@ pub async fn build_with(
                 work: work.path(),
                 mp: &mp,
             },
-            SegmentInput { repo: repo.clone(), parts, prev_segments },
+            SegmentInput { repo: repo.clone(), parts: cut.parts, prev_segments: cut.prev_segments },
             &mut report,
         )
         .await;
-        let crawled = crawling.await.context("the crawl's thread stopped")?;
-        crawl.finish_and_clear();
-        // An error of the embedding stops the crawl (its channel closes): that one is the cause.
-        segments.extend(written?);
-        report.commits_skipped += crawled?;
+        let (written, skipped) = cut.done.finish(written).await?;
+        segments.extend(written);
+        report.commits_skipped += skipped;
     }
     if let Some(c) = &plan.client {
         report.github_requests = c.stats.snapshot();

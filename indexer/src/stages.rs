@@ -20,9 +20,8 @@ use indicatif::MultiProgress;
 
 use crate::budget::Part;
 use crate::build::{
-    BuildOptions, BuildReport, CutOptions, Plan, Publication, SegmentInput, SegmentWriter,
-    crawl_one, cut_stream, embed_one, load_embedder, plan, previous_threads_and_releases,
-    publish_segments,
+    BuildOptions, BuildReport, Plan, Publication, SegmentInput, SegmentWriter, crawl_and_cut,
+    embed_one, load_embedder, plan, publish_segments,
 };
 use crate::git;
 use crate::github::Cursor;
@@ -127,33 +126,21 @@ async fn crawl_planned(
     let git_version = git::version()?;
     for (repo, source) in plan.repos.iter().filter(|(r, _)| shard.owns(r)) {
         let spinner = crate::progress::spinner(None);
-        let prev_rows = previous_threads_and_releases(
-            &plan.store,
-            &opts.cache,
-            plan.prev.as_ref(),
-            repo,
-            source,
-        )
-        .await?;
-        let mut c = crawl_one(opts, &plan, repo, source, prev_rows, &mut report, &spinner).await?;
-        let cursor = c.cursor.take();
-        let cut = CutOptions::new(opts.memory_budget, model.dim, git_version.clone());
-        let previous = SegmentInput::prev_segments(plan.prev.as_ref(), repo, model);
-        let (mut cuts, crawling) = cut_stream(c, cut, previous, spinner.clone(), repo);
-        let mut parts = Vec::new();
+        let cut =
+            crawl_and_cut(opts, &plan, repo, source, model, &git_version, &mut report, spinner)
+                .await?;
+        let mut cuts = cut.parts;
         let staged = async {
+            let mut parts = Vec::new();
             while let Some(part) = cuts.recv().await {
                 let k = parts.len();
                 parts.push(stage_part(&plan.store, work.path(), run, repo, k, part).await?);
             }
-            anyhow::Ok(())
+            anyhow::Ok(parts)
         }
         .await;
-        let crawled = crawling.await.context("the crawl's thread stopped")?;
-        spinner.finish_and_clear();
-        // An error staging a segment stops the crawl (its channel closes): that one is the cause.
-        staged?;
-        out.commits_skipped += crawled?;
+        let (parts, skipped) = cut.done.finish(staged).await?;
+        out.commits_skipped += skipped;
         let reused = parts.iter().filter(|p| matches!(p, StagedPart::Reused(_))).count();
         out.parts_reused += reused;
         out.parts_staged += parts.len() - reused;
@@ -163,7 +150,7 @@ async fn crawl_planned(
             .filter(|(_, e)| e.as_ref().is_ok_and(|e| &e.repo == repo))
             .map(|(k, _)| k.clone())
             .collect();
-        let record = Staged::new(repo.clone(), cursor, covered, model.clone(), parts);
+        let record = Staged::new(repo.clone(), cut.cursor, covered, model.clone(), parts);
         plan.store.put_staged_crawl(run, &record).await?;
         out.repos.push(repo.clone());
     }

@@ -56,7 +56,9 @@ fn opts(store: &std::path::Path, src: &std::path::Path) -> BuildOptions {
 }
 
 /// repo → (id, content hash, embedding) of every row in the store's current snapshot.
-fn snapshot_rows(store: &std::path::Path) -> BTreeMap<String, Vec<(String, String, Vec<i8>)>> {
+pub(crate) fn snapshot_rows(
+    store: &std::path::Path,
+) -> BTreeMap<String, Vec<(String, String, Vec<i8>)>> {
     runtime().block_on(async {
         let s = Store::open(store.to_str().unwrap()).unwrap();
         let m = s.latest_manifest().await.unwrap();
