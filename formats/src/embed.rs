@@ -213,7 +213,7 @@ impl Embedder {
             // No memory pattern: ORT plans and keeps an allocation pattern per input shape it
             // sees, and every batch has its own padded length, so the patterns grew an
             // indexer's embedding phase to ~1.5 GiB. Off, the peak is ~0.55 GiB lower at the same
-            // chunks/s, and the vectors are the same bytes (issue 30; docs/performance.md,
+            // chunks/s, and the vectors are the same bytes (docs/performance.md,
             // "Memory, start and BM25's tail").
             builder = builder
                 .with_intra_threads((cores / pool).max(1))
@@ -242,7 +242,7 @@ impl Embedder {
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
             // From the file, not from bytes read here: a copy of the model held while the
-            // session is built raised a server's start peak above its steady state (issue 31).
+            // session is built raised a server's start peak above its steady state.
             let session = builder.commit_from_file(&model_path).map_err(|e| {
                 EmbedError::BadModel { path: model_path.clone(), detail: e.to_string() }
             })?;

@@ -45,6 +45,10 @@ use tantivy::directory::{Directory, MmapDirectory, OwnedBytes};
 
 use crate::error::FormatError;
 
+/// The key of a row's second vector: [`SECOND_VECTOR`] + the row's ordinal (a row's first
+/// vector is keyed by its ordinal). A search reads either back as the ordinal.
+pub const SECOND_VECTOR: u64 = 1 << 32;
+
 mod writer;
 
 use writer::code_of;
@@ -418,11 +422,11 @@ pub fn convert_usearch(src: &Path, dst: &Path, dim: usize) -> Result<(), FormatE
     w.end_section().map_err(io)?;
     u.for_each_node(|node| {
         let key = u64_at(node, 0);
-        let ordinal = key & (crate::vectors::SECOND_VECTOR - 1);
+        let ordinal = key & (SECOND_VECTOR - 1);
         if ordinal >= u64::from(SECOND_BIT) {
             return Err(bad(dst, format!("row ordinal {ordinal} does not fit 31 bits")));
         }
-        let second = key >= crate::vectors::SECOND_VECTOR;
+        let second = key >= SECOND_VECTOR;
         rows += u32::from(!second);
         let k = ordinal as u32 | if second { SECOND_BIT } else { 0 };
         w.put(&k.to_le_bytes()).map_err(io)

@@ -78,7 +78,8 @@ pub use filter::{
 pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,
-    ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers, snapshot_id,
+    ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers,
+    VECTORS_HNSW, VECTORS_USEARCH, snapshot_id,
 };
 pub use merge::{
     GraphBuilder, MERGE_BELOW_ROWS, MERGED_MAX_ROWS, MERGED_TARGET_ROWS, MERGED_TIER2_MAX_ROWS,
@@ -97,9 +98,8 @@ pub use restart::{ORT_DISABLE_TELEMETRY, restart_with_fixed_environment};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
-    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH,
-    hash_file, input_sha256, read_segment_meta, segment_id, start_segment, upgrade_segment,
-    write_segment,
+    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, hash_file, input_sha256,
+    read_segment_meta, segment_id, start_segment, upgrade_segment, write_segment,
 };
 pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring};
 pub use staging::{

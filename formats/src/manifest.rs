@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FormatError;
 
+/// The file name of a segment's vector index.
+pub const VECTORS_USEARCH: &str = "vectors.usearch";
+/// The vector graph of a segment of format 7 and later ([`crate::hnsw`]).
+pub const VECTORS_HNSW: &str = "vectors.hnsw";
+
 /// The format version this build writes. Version 2 added the `symbol` field and the code-aware
 /// analyzers to `text/`; diff and code rows use columns version 1 already had. Version 3 made
 /// `text/` the serving index (filter and sort columns, stored rows), added the `files/` store
@@ -449,9 +454,7 @@ impl SegmentMeta {
 /// files.parquet, edges.parquet) and is served through the merged segment that covers it, a
 /// group of one where it is alone.
 fn has_serving_files(files: &[FileEntry]) -> bool {
-    (files.iter()).any(|f| {
-        f.path == crate::segment::VECTORS_USEARCH || f.path == crate::segment::VECTORS_HNSW
-    })
+    (files.iter()).any(|f| f.path == VECTORS_USEARCH || f.path == VECTORS_HNSW)
 }
 
 /// Checks a segment's id and members ([`crate::check_name`]) and its files' paths

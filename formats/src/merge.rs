@@ -22,11 +22,12 @@ use crate::error::FormatError;
 use crate::files::{FILES_DIR, FILES_PARQUET, FileStoreWriter, read_files};
 use crate::hnsw::{HnswWriter, MeanOf};
 use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMeta};
+use crate::manifest::{VECTORS_HNSW, VECTORS_USEARCH};
 use crate::row::sha256_hex;
 use crate::rows::{Columns, read_rows, row_batches};
 use crate::segment::{
-    IndexInputs, ROWS_PARQUET, RowStats, TEXT_DIR, VECTORS_HNSW, VECTORS_USEARCH, finish_meta,
-    finish_meta_of, read_segment_meta, write_indexes, write_meta,
+    IndexInputs, ROWS_PARQUET, RowStats, TEXT_DIR, finish_meta, finish_meta_of, read_segment_meta,
+    write_indexes, write_meta,
 };
 use crate::serving::{Analyzers, ServingIndexWriter};
 use crate::vectors::{USEARCH_I8, VectorBase, VectorIndexBuilder};
@@ -100,7 +101,7 @@ impl GraphBuilder {
 /// holds both indexes at once holds its graph. In turn, usearch's when its graph would hold no
 /// more than `in_turn_bytes` ([`MergeLimits::in_turn_bytes`]), else the writer's, about a third
 /// the bytes; the merge's text index then follows the smaller graph (its heap sized to it), so a
-/// unit's merge holds what the budget allows, not what the unit's size asks (issue 30: the 400k
+/// unit's merge holds what the budget allows, not what the unit's size asks (the 400k
 /// history's largest unit, 66 MiB against usearch's 113, docs/performance.md, "A merge in turn
 /// within the budget").
 pub fn graph_builder(vectors: u64, indexes: MergeIndexes, in_turn_bytes: u64) -> GraphBuilder {
@@ -391,7 +392,7 @@ pub(crate) fn vectors_of(member_dirs: &[PathBuf]) -> Result<u64, FormatError> {
 /// take their rows and files as they are read, and the vector graph its vectors (main vectors
 /// in row order, then the second ones, as [`crate::write_vector_index_from`] inserts them, so
 /// the files are the same bytes); what a merge holds is the graph, the index writers' buffers
-/// and one batch, not the unit's rows (issue 30).
+/// and one batch, not the unit's rows.
 ///
 /// `indexes` says whether the text index and the vector graph are written side by side or in
 /// turn (the same files either way); `graph_threads` how many threads insert into the vector
@@ -554,9 +555,9 @@ pub fn write_merged_segment(
     name_by_write(dir, meta)
 }
 
-/// [`write_merged_segment`] holding every member's rows, as every merge did before merges
-/// streamed: what a merge whose first member's vector graph (format 4) starts the merged one
-/// does, and what `hubdex-bench merge` measures the streaming merge against. The same files.
+/// [`write_merged_segment`] holding every member's rows in memory: what a merge whose first
+/// member's vector graph (format 4) starts the merged one does, and the baseline
+/// `hubdex-bench merge` measures the streaming merge against. The same files.
 pub fn write_merged_in_memory(
     dir: &Path,
     id: &str,

@@ -163,13 +163,18 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Vers
             }
         }
     }
-    if model_usable && let Err(e) = crate::sums::verify_sums(dir) {
+    if model_usable && let Err(e) = crate::sums::verify_sums(dir, &verified_dir()) {
         problems.push(format!("the model cannot be used: {e}"));
     }
     let text = format!(
         "{binary} {version}\ncommit: {commit}\nonnx runtime: {runtime_line}\nmodel: {model_line}\n"
     );
     VersionReport { text, problems }
+}
+
+/// Where what passed [`crate::verify_sums`] is remembered: the cache's `verified/`.
+fn verified_dir() -> PathBuf {
+    cache_dir().join("verified")
 }
 
 /// `~/.cache/hubdex` (or $HUBDEX_CACHE): the runtime, models and cached segments live here.
@@ -198,7 +203,7 @@ pub fn ort_environment() -> Result<&'static ort::environment::Environment, Embed
         }
         check_library_file(&path)?;
         if let Some(dir) = path.parent() {
-            crate::sums::verify_sums(dir).map_err(|e| e.to_string())?;
+            crate::sums::verify_sums(dir, &verified_dir()).map_err(|e| e.to_string())?;
         }
         ort::init_from(&path)
             .map_err(|e| e.to_string())?
@@ -274,7 +279,7 @@ pub fn model_files(dir: &Path, max_tokens: usize) -> Result<(PathBuf, Tokenizer)
             return Err(EmbedError::MissingModelFile { dir: dir.to_path_buf(), file });
         }
     }
-    crate::sums::verify_sums(dir)?;
+    crate::sums::verify_sums(dir, &verified_dir())?;
     let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
         .map_err(|e| EmbedError::Tokenizer(format!("{}: {e}", tokenizer_path.display())))?;
     tokenizer.with_padding(None::<PaddingParams>);

@@ -28,7 +28,9 @@ use crate::error::FormatError;
 use crate::files::{
     FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_file_store, write_files,
 };
-use crate::manifest::{FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta};
+use crate::manifest::{
+    FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta, VECTORS_HNSW, VECTORS_USEARCH,
+};
 use crate::row::{Row, sha256_hex};
 use crate::rows::{read_rows, write_rows};
 use crate::serving::{Analyzers, ServingIndex, write_serving_index};
@@ -40,10 +42,6 @@ use crate::vectors::{
 pub const SEGMENT_JSON: &str = "segment.json";
 /// The file name of a segment's rows.
 pub const ROWS_PARQUET: &str = "rows.parquet";
-/// The file name of a segment's vector index.
-pub const VECTORS_USEARCH: &str = "vectors.usearch";
-/// The vector graph of a segment of format 7 and later ([`crate::hnsw`]).
-pub const VECTORS_HNSW: &str = "vectors.hnsw";
 /// The directory of a segment's text index.
 pub const TEXT_DIR: &str = "text";
 

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::EmbedError;
-use crate::model::cache_dir;
 use crate::names::check_name;
 use crate::store::file_stamp;
 
@@ -18,14 +17,10 @@ pub const SHA256SUMS: &str = "SHA256SUMS";
 
 /// Checks every file `dir/SHA256SUMS` lists against its sum; a directory without one (a model
 /// or runtime installed by `ci/setup`, which checks its own downloads) passes. What passed is
-/// remembered in the cache, so the next start hashes nothing unless a file changed; a cache
-/// that cannot be written only costs the hashing again.
-pub fn verify_sums(dir: &Path) -> Result<(), EmbedError> {
-    verify_sums_remembering_in(dir, &cache_dir().join("verified"))
-}
-
-/// [`verify_sums`], remembering what passed under `remembered_dir`.
-fn verify_sums_remembering_in(dir: &Path, remembered_dir: &Path) -> Result<(), EmbedError> {
+/// remembered under `remembered_dir` (the cache's `verified/`), so the next start hashes
+/// nothing unless a file changed; a directory that cannot be written only costs the hashing
+/// again.
+pub fn verify_sums(dir: &Path, remembered_dir: &Path) -> Result<(), EmbedError> {
     let sums_path = dir.join(SHA256SUMS);
     let listed = match std::fs::read_to_string(&sums_path) {
         Ok(text) => parse_sums(&sums_path, &text)?,
@@ -139,7 +134,7 @@ mod tests {
     #[test]
     fn a_changed_byte_is_refused_naming_the_file() {
         let cache = tempfile::tempdir().unwrap();
-        let verify = |dir: &Path| verify_sums_remembering_in(dir, cache.path());
+        let verify = |dir: &Path| verify_sums(dir, cache.path());
         let good =
             dir_with(&[("model.onnx", b"weights")], &format!("{}  model.onnx\n", sum(b"weights")));
         verify(good.path()).unwrap();
@@ -166,7 +161,7 @@ mod tests {
         ] {
             let dir = dir_with(&[], &sums);
             let cache = tempfile::tempdir().unwrap();
-            let err = verify_sums_remembering_in(dir.path(), cache.path()).unwrap_err().to_string();
+            let err = verify_sums(dir.path(), cache.path()).unwrap_err().to_string();
             assert!(err.contains(SHA256SUMS), "{sums:?}: {err}");
         }
     }

@@ -38,9 +38,9 @@ pub fn quantize(v: &[f32]) -> Vec<i8> {
 /// The vector file of a segment whose segment.json says `vector_scalar`.
 pub fn vector_file(vector_scalar: &str) -> &'static str {
     if vector_scalar == VECTOR_SCALAR {
-        crate::segment::VECTORS_HNSW
+        crate::manifest::VECTORS_HNSW
     } else {
-        crate::segment::VECTORS_USEARCH
+        crate::manifest::VECTORS_USEARCH
     }
 }
 
@@ -77,9 +77,7 @@ fn options(dim: usize, quantization: ScalarKind) -> IndexOptions {
     }
 }
 
-/// The key of a row's second vector: [`SECOND_VECTOR`] + the row's ordinal (a row's first
-/// vector is keyed by its ordinal). A search reads either back as the ordinal.
-pub const SECOND_VECTOR: u64 = 1 << 32;
+pub use crate::hnsw::SECOND_VECTOR;
 
 /// The row ordinal a vector key stands for.
 fn ordinal_of(key: u64) -> u64 {

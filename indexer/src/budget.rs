@@ -51,11 +51,9 @@ const SEGMENT_MAX_SHARES: u64 = 2;
 /// cut and those cut but not yet written (waiting, or being embedded and written). Without it
 /// the three build segments in memory at once could hold up to six shares (three of the
 /// largest in a row), and a long history draws such runs where a short one does not
-/// ([`InFlight`]). A long history's second pass reaches this cap where a short one may not
-/// (195 build segments' writes against 6), so it sets how far the pass's peak grows with the
-/// history: under 256 MiB, at three shares a 400k-commit history's pass peaked at 108.6–113.2
-/// MiB against 96.9–99.1 for 10k commits (1.10–1.17×); at two, 98.0–98.1 against 89.6–89.9
-/// (1.09×), the pass ~6% slower (docs/performance.md, "Two shares in flight").
+/// ([`InFlight`]). A long history's second pass reaches this cap where a short one may not, so
+/// it sets how far the pass's peak grows with the history: two shares keep a 400k-commit
+/// history's peak within 1.09× a 10k-commit one's, three allowed 1.17× (docs/performance.md).
 const SHARES_IN_FLIGHT: u64 = 2;
 
 /// How many shares of the budget a serving merge in turn may hold for its vector graph
@@ -110,9 +108,7 @@ impl MemoryBudget {
     /// the budget (`MERGE_GRAPH_SHARES`, 48 MiB under 256 MiB): usearch's where it fits,
     /// hubdex's own writer's (a third the bytes) where not, the text index's heap following it
     /// ([`hubdex_formats::graph_builder`]). So a publish holds less than the history's second
-    /// pass does under the same budget, whatever the history: the largest unit of a
-    /// 400k-commit history under 256 MiB had peaked at 125–131 MiB on usearch, above that
-    /// pass (docs/performance.md, "A merge in turn within the budget").
+    /// pass does under the same budget, whatever the history (docs/performance.md).
     pub fn merges(self) -> MergeLimits {
         let limits = MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE));
         let graph = self.segment_bytes() * MERGE_GRAPH_SHARES;
@@ -789,7 +785,8 @@ mod tests {
     fn commit_edges_made_as_their_rows_come_land_where_the_listed_ones_do() {
         use crate::edges::{ReleaseTags, repo_edges};
         use crate::git::Commit;
-        use crate::history::{History, Tag};
+        use crate::git::Tag;
+        use crate::history::History;
         let sha = |i: usize| format!("{i:040x}");
         let commits: Vec<Commit> = (0..600)
             .rev()

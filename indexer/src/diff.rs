@@ -1,5 +1,5 @@
 //! A commit's diff read in pieces ([`DiffReader`]): what its rows keep of it, never the whole
-//! diff nor a whole line of it (issue 30). A commit row keeps the diff's first
+//! diff nor a whole line of it. A commit row keeps the diff's first
 //! [`DIFF_MAX_LINES`] lines and the functions its hunk headers name; a diff row keeps the same
 //! of one file's part. An import commit's diff can be most of a repository (87 MB for 47
 //! crates' sources), and a minified file's one line megabytes: held whole while its rows were
@@ -17,8 +17,6 @@ use std::os::unix::fs::FileExt;
 use serde::{Deserialize, Serialize};
 
 use hubdex_formats::BODY_MAX_CHARS;
-
-use crate::git::patch_path;
 
 /// Diff lines a commit row keeps; the rest are counted in a marker line.
 pub const DIFF_MAX_LINES: usize = 200;
@@ -672,6 +670,21 @@ fn name_after_keyword<'a>(context: &'a str, keywords: &[&str]) -> Option<&'a str
     }
     let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
     Some(&rest[..end]).filter(|w| !w.is_empty())
+}
+
+/// The path a patch's `diff --git a/X b/X` header names. Renames are off (`--no-renames`), so
+/// both sides are the same X, which is how a path holding " b/" itself is read right. `None`
+/// for any other line, and for a header git quoted (a path with a quote, a backslash or a
+/// control character: non-ASCII is written as it is, `core.quotePath=false`).
+pub(crate) fn patch_path(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("diff --git ")?;
+    let twice = rest.len().checked_sub(5)?; // "a/" + X + " b/" + X
+    if twice % 2 != 0 {
+        return None;
+    }
+    let (a, b) = rest.split_at_checked(2 + twice / 2)?;
+    let (a, b) = (a.strip_prefix("a/")?, b.strip_prefix(" b/")?);
+    (a == b).then_some(b)
 }
 
 #[cfg(test)]

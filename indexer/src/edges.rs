@@ -28,7 +28,8 @@ use chrono::{DateTime, Utc};
 use hubdex_formats::{Edge, EdgeKind, Row, RowType, entity_web_path, row_id};
 use regex::Regex;
 
-use crate::history::{CommitNo, History, Tag};
+use crate::git::Tag;
+use crate::history::{CommitNo, History};
 use crate::refs::find_refs;
 use crate::spill::Records;
 use crate::tree::TreeFiles;
@@ -486,8 +487,8 @@ pub(crate) fn repo_edges(
         |sha: &str| commit_rows.then(|| row_id(RowType::Commit, repo, &format!("commit/{sha}"), 0));
 
     // Subjects, for `Revert "<subject>"` without a SHA: the newest earlier commit wins. Only
-    // the subjects some revert names are listed (a map of every subject held 36 MiB at 400k
-    // commits, the build's peak before this).
+    // the subjects some revert names are listed: a map of every subject would grow with the
+    // history (36 MiB at 400k commits).
     fn subject_of(message: &str) -> &str {
         message.lines().next().unwrap_or("").trim()
     }

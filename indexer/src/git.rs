@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use globset::GlobSet;
 
 use crate::diff::{Diff, DiffReader};
-use crate::history::Shas;
 use crate::scratch::Scratch;
+use crate::shas::Shas;
 
 /// Directories never searched for repositories, whatever `--exclude` says.
 const SKIP_DIRS: &[&str] = &[
@@ -163,6 +163,15 @@ fn name_from_origin(url: &str) -> Option<String> {
 /// The web URL of a repository when it lives on GitHub.
 pub(crate) fn web_url(repo: &str) -> Option<String> {
     (!repo.starts_with("local/")).then(|| format!("https://github.com/{repo}"))
+}
+
+/// One tag: its name, the commit it points to (peeled) and its date (the tagger's for an
+/// annotated tag, the commit's for a lightweight one: git's `creatordate`).
+#[derive(Debug, Clone)]
+pub(crate) struct Tag {
+    pub(crate) name: String,
+    pub(crate) commit: String,
+    pub(crate) date: Option<DateTime<Utc>>,
 }
 
 /// One commit as `git log` shows it.
@@ -314,7 +323,7 @@ fn parse_head(fields: Vec<Field>) -> Option<Commit> {
 }
 
 /// The paths of a `--name-only` record, what follows its message: a path a line. A path git
-/// quotes (a quote, a backslash or a control character in it) is left out, as [`patch_path`]
+/// quotes (a quote, a backslash or a control character in it) is left out, as [`crate::diff::patch_path`]
 /// leaves it out, so both passes name the same files. Bytes that are not UTF-8 (old encodings)
 /// become U+FFFD.
 fn parse_paths(raw: &[u8]) -> Vec<String> {
@@ -547,21 +556,6 @@ fn read_piece(
             return Ok(stop);
         }
     }
-}
-
-/// The path a patch's `diff --git a/X b/X` header names. Renames are off (`--no-renames`), so
-/// both sides are the same X, which is how a path holding " b/" itself is read right. `None`
-/// for any other line, and for a header git quoted (a path with a quote, a backslash or a
-/// control character: non-ASCII is written as it is, `core.quotePath=false`).
-pub(crate) fn patch_path(line: &str) -> Option<&str> {
-    let rest = line.strip_prefix("diff --git ")?;
-    let twice = rest.len().checked_sub(5)?; // "a/" + X + " b/" + X
-    if twice % 2 != 0 {
-        return None;
-    }
-    let (a, b) = rest.split_at_checked(2 + twice / 2)?;
-    let (a, b) = (a.strip_prefix("a/")?, b.strip_prefix(" b/")?);
-    (a == b).then_some(b)
 }
 
 /// The gitattributes that give source files git's built-in diff drivers (hunk headers).
@@ -1041,7 +1035,7 @@ const KEEP_RECORD_BUFFER: usize = 1 << 20;
 
 /// Every tag: its name, the commit it points to (an annotated tag peeled) and git's
 /// `creatordate` (the tagger's date, or the commit's for a lightweight tag).
-pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::history::Tag>, GitError> {
+pub(crate) fn tags(dir: &Path) -> Result<Vec<Tag>, GitError> {
     let format =
         "--format=%(refname:strip=2)%1f%(objectname)%1f%(*objectname)%1f%(creatordate:iso-strict)";
     let out = run(dir, &["for-each-ref", "refs/tags", format])?;
@@ -1052,11 +1046,7 @@ pub(crate) fn tags(dir: &Path) -> Result<Vec<crate::history::Tag>, GitError> {
             let f: Vec<&str> = line.split(FIELD).collect();
             let (name, object, peeled, date) = (f.first()?, f.get(1)?, f.get(2)?, f.get(3)?);
             let commit = if peeled.is_empty() { object } else { peeled };
-            Some(crate::history::Tag {
-                name: name.to_string(),
-                commit: commit.to_string(),
-                date: parse_time(date),
-            })
+            Some(Tag { name: name.to_string(), commit: commit.to_string(), date: parse_time(date) })
         })
         .collect())
 }
@@ -1641,14 +1631,18 @@ pub(crate) mod tests {
 
     #[test]
     fn a_patch_header_names_its_path_even_when_the_path_holds_b_slash() {
-        assert_eq!(patch_path("diff --git a/a b/c.rs b/a b/c.rs"), Some("a b/c.rs"));
-        assert_eq!(patch_path("diff --git a/x b/x"), Some("x"));
-        assert_eq!(patch_path("diff --git a/t  b/t "), Some("t "));
-        assert_eq!(patch_path("diff --git a/x b/y"), None, "a rename: not with --no-renames");
-        assert_eq!(patch_path("diff --git \"a/q\\\"\" \"b/q\\\"\""), None, "quoted");
-        assert_eq!(patch_path("diff --git a/"), None);
-        assert_eq!(patch_path("diff --git a/\u{e9}x b/\u{e9}x"), Some("\u{e9}x"));
-        assert_eq!(patch_path("index 1..2"), None);
+        assert_eq!(crate::diff::patch_path("diff --git a/a b/c.rs b/a b/c.rs"), Some("a b/c.rs"));
+        assert_eq!(crate::diff::patch_path("diff --git a/x b/x"), Some("x"));
+        assert_eq!(crate::diff::patch_path("diff --git a/t  b/t "), Some("t "));
+        assert_eq!(
+            crate::diff::patch_path("diff --git a/x b/y"),
+            None,
+            "a rename: not with --no-renames"
+        );
+        assert_eq!(crate::diff::patch_path("diff --git \"a/q\\\"\" \"b/q\\\"\""), None, "quoted");
+        assert_eq!(crate::diff::patch_path("diff --git a/"), None);
+        assert_eq!(crate::diff::patch_path("diff --git a/\u{e9}x b/\u{e9}x"), Some("\u{e9}x"));
+        assert_eq!(crate::diff::patch_path("index 1..2"), None);
     }
 
     #[test]

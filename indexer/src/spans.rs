@@ -24,8 +24,9 @@
 
 use hubdex_formats::{Edge, HistorySpan, RowType, ThreadNumbers, sha256_hex};
 
-use crate::history::{CommitNo, Sha};
+use crate::history::CommitNo;
 use crate::local::CommitRows;
+use crate::shas::Sha;
 
 /// The version of how history rows are made from commits. Bump it with any change to what a
 /// commit row or a diff row holds (crate::local's `commit_row`, `diff_rows`, the links of

@@ -1,7 +1,7 @@
 //! Fixed-width records kept in an unnamed temporary file and read back a block at a time
 //! ([`Spilled`]): what the compact history holds of every commit and the second pass reads one
 //! commit at a time (SHAs, the cut order, commit numbers by SHA), out of the build's memory
-//! once edges are made (issue 30). The pages read stay in the kernel's page cache, not in the
+//! once edges are made. The pages read stay in the kernel's page cache, not in the
 //! process: a history of 400,000 commits held 10.7 MiB of them through the whole second pass.
 //! And sorted runs of keys in such a file ([`KeyRuns`]): the texts each earlier build segment
 //! holds, which a rebuild's changed segments look their texts up in; and records of any length
@@ -237,7 +237,7 @@ const STRINGS_PENDING: usize = 64 << 10;
 
 /// Strings kept one after another in an unnamed temporary file, each read back by its number
 /// a block at a time: what a commit's message says of edges, and the titles merge rows list
-/// ([`crate::history::History`]), out of the build's memory (issue 30). What is held is each
+/// ([`crate::history::History`]), out of the build's memory. What is held is each
 /// string's end (8 bytes), the block read last and the strings not yet written out. A read is
 /// answered from those strings when it asks for one, so strings may be read while more are
 /// added.

@@ -1,5 +1,5 @@
 //! The files a crawl reads at HEAD (docs, wiki pages, code), out of the build's memory until
-//! their rows are cut (issue 30): each file's text and rows go to an unnamed temporary file as
+//! their rows are cut: each file's text and rows go to an unnamed temporary file as
 //! the file is read, and come back one path at a time, in the order the cut takes them. What a
 //! build holds of the tree at HEAD is then one file and its rows, and each file's place (its
 //! path and where its record lies), not every file's text twice (the text and its rows).

@@ -1,4 +1,4 @@
-//! The memory budget (issue 30): a repository whose rows do not fit a build segment's share
+//! The memory budget: a repository whose rows do not fit a build segment's share
 //! is written as several build segments, with the same rows, reused by id, rewritten locally;
 //! and a repository served by several units answers as one served by one.
 //!

@@ -2,7 +2,7 @@
 //! every tool argument and every metric, compared as generated lists (from `--help`, the tool
 //! schemas and the metrics registry) against the text of README.md and docs/*.md.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -236,4 +236,117 @@ fn the_format_versions_in_the_docs_are_the_code_s() {
         let dir = root.join(format!("tests/fixtures/golden-v{v}"));
         assert!(dir.join("LATEST").is_file(), "{} has no LATEST", dir.display());
     }
+}
+
+/// For each top-level module of `krate` (a file or directory under src/, lib.rs and main.rs
+/// aside), the other modules of the crate its code names, each with the first place it does:
+/// `crate::m` and names the crate root re-exports from `m` (`pub use m::{…}` in lib.rs).
+/// Comment lines and the `#[cfg(test)] mod tests` at a file's end are left out.
+fn module_imports(krate: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src");
+    let top_of = |path: &Path| {
+        let rel = path.strip_prefix(&src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+        first.trim_end_matches(".rs").to_string()
+    };
+    let mut modules: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut texts = Vec::new();
+    for entry in walkdir::WalkDir::new(&src).sort_by_file_name() {
+        let entry = entry.unwrap();
+        if entry.path().extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let top = top_of(entry.path());
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        modules.entry(top.clone()).or_default();
+        texts.push((top, entry.path().to_path_buf()));
+    }
+    // What lib.rs re-exports, by the module it comes from.
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    let reexport =
+        regex::Regex::new(r"(?s)pub use ([a-z_0-9]+)::(\{[^}]*\}|[A-Za-z_0-9]+);").unwrap();
+    let mut from_module = BTreeMap::new();
+    for c in reexport.captures_iter(&lib) {
+        for name in
+            c[2].trim_matches(['{', '}']).split(',').map(str::trim).filter(|n| !n.is_empty())
+        {
+            from_module.insert(name.to_string(), c[1].to_string());
+        }
+    }
+    let named = regex::Regex::new(r"crate::([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    for (top, path) in texts {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("\n#[cfg(test)]\nmod tests").next().unwrap_or(&text);
+        for (i, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for c in named.captures_iter(line) {
+                let name = &c[1];
+                let module = if modules.contains_key(name) {
+                    name.to_string()
+                } else if let Some(m) = from_module.get(name) {
+                    m.clone()
+                } else {
+                    continue;
+                };
+                if module != top {
+                    let at = format!("{}:{}", path.strip_prefix(&src).unwrap().display(), i + 1);
+                    modules.get_mut(&top).unwrap().entry(module).or_insert(at);
+                }
+            }
+        }
+    }
+    modules
+}
+
+/// docs/architecture.md's layer order of `krate`: under "## Layers", its "### krate" list, one
+/// numbered line a layer (`1. `a`, `b``), lowest first.
+fn documented_layers(krate: &str) -> BTreeMap<String, usize> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let arch = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let layers = &arch[arch.find("\n## Layers").expect("architecture.md has a Layers section")..];
+    let start =
+        layers.find(&format!("\n### {krate}\n")).unwrap_or_else(|| panic!("no ### {krate}"));
+    let mut out = BTreeMap::new();
+    let line = regex::Regex::new(r"^(\d+)\. (.*)$").unwrap();
+    for l in layers[start..].lines().skip(2) {
+        if l.starts_with('#') {
+            break;
+        }
+        let Some(c) = line.captures(l) else { continue };
+        let n: usize = c[1].parse().unwrap();
+        for m in c[2].split(',').map(|m| m.trim().trim_matches('`')) {
+            assert!(out.insert(m.to_string(), n).is_none(), "{krate}: `{m}` listed twice");
+        }
+    }
+    out
+}
+
+/// Each crate is layered as docs/architecture.md says: every module is in exactly one layer,
+/// and a module names only modules of lower layers (so no two modules import each other,
+/// directly or round a circle). A failure names the import and where it is.
+#[test]
+fn every_module_imports_only_the_layers_below_it() {
+    let mut wrong = Vec::new();
+    for krate in ["formats", "indexer", "server"] {
+        let imports = module_imports(krate);
+        let layers = documented_layers(krate);
+        let listed: BTreeSet<&String> = layers.keys().collect();
+        let found: BTreeSet<&String> = imports.keys().collect();
+        assert_eq!(listed, found, "{krate}: architecture.md's layers list every module once");
+        for (module, uses) in &imports {
+            for (used, at) in uses {
+                if layers[used] >= layers[module] {
+                    wrong.push(format!(
+                        "{krate}: `{module}` (layer {}) names `{used}` (layer {}) at {at}",
+                        layers[module], layers[used]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports that do not go down:\n{}", wrong.join("\n"));
 }

@@ -1,4 +1,4 @@
-//! Writing `vectors.hnsw` without holding its i8 vectors (issue 30): a graph builder that keeps,
+//! Writing `vectors.hnsw` without holding its i8 vectors: a graph builder that keeps,
 //! per vector, its sign code, its links and its key (about 190 bytes at 384 dimensions, where
 //! usearch's builder held ~600), and the i8 vectors in a file beside the one it writes.
 //!

@@ -93,7 +93,7 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         seconds: u64,
     },
-    /// BM25 scorings compared (issue 31): per plan, the sparse search of every query over every
+    /// BM25 scorings compared: per plan, the sparse search of every query over every
     /// serving unit (pool 50, as `search` asks), timed, and its top 10 and 50 against exact
     /// BM25's (the same rows; the same score at each rank). A plan is what `hubdex eval
     /// --text-scoring` takes: `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
@@ -127,7 +127,7 @@ enum Command {
         #[arg(long, default_value_t = hubdex_formats::BATCH_TOKENS)]
         batch_tokens: usize,
     },
-    /// One merge, streamed or held in memory (issue 30): seconds and peak RSS.
+    /// One merge, streamed or held in memory: seconds and peak RSS.
     Merge {
         #[arg(long)]
         store: PathBuf,
@@ -146,7 +146,7 @@ enum Command {
         #[arg(long, default_value = "usearch", value_parser = ["usearch", "codes"])]
         graph: String,
     },
-    /// A synthetic history for the build-scale bench (issue 30).
+    /// A synthetic history for the build-scale bench.
     History {
         #[arg(long)]
         out: PathBuf,
@@ -158,7 +158,7 @@ enum Command {
         #[arg(long)]
         references: bool,
     },
-    /// One build of SOURCE into STORE (issue 30's build-scale bench).
+    /// One build of SOURCE into STORE (the build-scale bench).
     Build {
         #[arg(long)]
         source: PathBuf,
@@ -179,7 +179,7 @@ enum Command {
         #[arg(long, value_parser = ["crawl", "embed", "publish"])]
         stage: Option<String>,
     },
-    /// The query embedder's memory (issue 31): load it with the sessions `--sessions`,
+    /// The query embedder's memory: load it with the sessions `--sessions`,
     /// `--arena`, `--prepack` and `--share-prepacked` say, embed the queries one at a time, and
     /// report anonymous memory before, after loading and after the queries, the latency, and
     /// how many query vectors equal the indexer's (`Embedder::load`) to the byte.
@@ -1058,7 +1058,7 @@ fn child_pids() -> Vec<u32> {
         .collect()
 }
 
-/// One build, as issue 30's build-scale bench runs it (one per process: the peak is its own).
+/// One build, as the build-scale bench runs it (one per process: the peak is its own).
 async fn build_bench(
     source: &Path,
     store: &Path,
