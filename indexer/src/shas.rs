@@ -60,7 +60,7 @@ pub(crate) enum Shas {
     },
     Text(Texts),
     /// Packed as [`Shas::Packed`], in a temporary file once the second pass reads them one at
-    /// a time ([`History::spill`]).
+    /// a time ([`crate::history::History::spill`]).
     Spilled(Spilled),
 }
 
@@ -188,7 +188,7 @@ impl Shas {
     }
 }
 
-/// A commit's SHA as [`History::sha`] gives it: its digits unpacked on the stack, or the text
+/// A commit's SHA as [`crate::history::History::sha`] gives it: its digits unpacked on the stack, or the text
 /// kept. Reads as a `&str`.
 #[derive(Clone, Copy)]
 pub(crate) enum Sha<'a> {
