@@ -4,7 +4,7 @@
 //! The graph is the one usearch builds (same options, same insert order, so the same links as a
 //! format-6 `vectors.usearch`), converted ([`convert_usearch`]); or one of the same shape that
 //! hubdex's own `HnswWriter` (`hnsw/writer.rs`) builds on the sign codes below, holding ~190
-//! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::Codes`: what a merge in
+//! bytes a vector where usearch holds ~600 (a merge's `GraphBuilder::HnswWriter`: what a merge in
 //! turn uses when usearch's graph would pass its share of the budget). The file is laid out for
 //! reading it:
 //!

@@ -79,7 +79,7 @@ pub enum GraphBuilder {
     /// 400k-commit build's largest unit it took 1.5–1.8× usearch's time and its recall@10 was
     /// 0.70 against usearch's 0.72–0.75 (docs/performance.md, "The graph writer's links made as
     /// usearch makes them"); `hubdex-bench merge --graph codes` measures it.
-    Codes,
+    HnswWriter,
 }
 
 impl GraphBuilder {
@@ -91,7 +91,7 @@ impl GraphBuilder {
     pub fn bytes_per_vector(self) -> u64 {
         match self {
             GraphBuilder::Usearch => 600,
-            GraphBuilder::Codes => 190,
+            GraphBuilder::HnswWriter => 190,
         }
     }
 }
@@ -110,37 +110,37 @@ pub fn graph_builder(vectors: u64, indexes: MergeIndexes, in_turn_bytes: u64) ->
         MergeIndexes::InTurn
             if vectors.saturating_mul(usearch.bytes_per_vector()) > in_turn_bytes =>
         {
-            GraphBuilder::Codes
+            GraphBuilder::HnswWriter
         }
         _ => usearch,
     }
 }
 
 /// A streamed merge's vector graph, by either builder.
-enum Graph {
+enum MergedGraph {
     Usearch(VectorIndexBuilder),
-    Codes(Box<HnswWriter>),
+    HnswWriter(Box<HnswWriter>),
 }
 
-impl Graph {
+impl MergedGraph {
     fn add(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
         match self {
-            Graph::Usearch(g) => g.add(ordinal, v),
-            Graph::Codes(g) => g.add(ordinal, v),
+            MergedGraph::Usearch(g) => g.add(ordinal, v),
+            MergedGraph::HnswWriter(g) => g.add(ordinal, v),
         }
     }
 
     fn add_second(&mut self, ordinal: usize, v: &[i8]) -> Result<(), FormatError> {
         match self {
-            Graph::Usearch(g) => g.add_second(ordinal, v),
-            Graph::Codes(g) => g.add_second(ordinal, v),
+            MergedGraph::Usearch(g) => g.add_second(ordinal, v),
+            MergedGraph::HnswWriter(g) => g.add_second(ordinal, v),
         }
     }
 
     fn finish(self) -> Result<(), FormatError> {
         match self {
-            Graph::Usearch(g) => g.save(),
-            Graph::Codes(g) => g.finish(),
+            MergedGraph::Usearch(g) => g.save(),
+            MergedGraph::HnswWriter(g) => g.finish(),
         }
     }
 }
@@ -468,13 +468,13 @@ pub fn write_merged_segment(
     let vectors = || -> Result<u64, FormatError> {
         let path = dir.join(VECTORS_HNSW);
         let mut graph = match builder {
-            GraphBuilder::Usearch => Graph::Usearch(VectorIndexBuilder::new(
+            GraphBuilder::Usearch => MergedGraph::Usearch(VectorIndexBuilder::new(
                 &path,
                 model.dim,
                 rows + seconds,
                 graph_threads,
             )?),
-            GraphBuilder::Codes => {
+            GraphBuilder::HnswWriter => {
                 // The point the graph's sign codes are taken around: a pass over the vectors.
                 let mut mean = MeanOf::new(model.dim);
                 for m in member_dirs {
@@ -488,7 +488,7 @@ pub fn write_merged_segment(
                     }
                 }
                 let (dim, capacity) = (model.dim, rows + seconds);
-                Graph::Codes(Box::new(HnswWriter::new(
+                MergedGraph::HnswWriter(Box::new(HnswWriter::new(
                     &path,
                     dim,
                     mean.mean(),
@@ -677,7 +677,7 @@ mod tests {
     #[test]
     fn a_merge_in_turn_holds_its_text_index_under_its_graph() {
         let full = crate::serving::WRITER_HEAP_BYTES;
-        let (usearch, codes) = (GraphBuilder::Usearch, GraphBuilder::Codes);
+        let (usearch, codes) = (GraphBuilder::Usearch, GraphBuilder::HnswWriter);
         let heap = |vectors, indexes, builder| merge_text_heap(vectors, indexes, builder);
         for vectors in [0, 50_000, 143_684, 10_000_000] {
             for builder in [usearch, codes] {
@@ -710,8 +710,8 @@ mod tests {
         let fits = allowance / GraphBuilder::Usearch.bytes_per_vector();
         for (vectors, indexes, builder) in [
             (fits, MergeIndexes::InTurn, GraphBuilder::Usearch),
-            (fits + 1, MergeIndexes::InTurn, GraphBuilder::Codes),
-            (u64::MAX, MergeIndexes::InTurn, GraphBuilder::Codes),
+            (fits + 1, MergeIndexes::InTurn, GraphBuilder::HnswWriter),
+            (u64::MAX, MergeIndexes::InTurn, GraphBuilder::HnswWriter),
             (u64::MAX, MergeIndexes::SideBySide, GraphBuilder::Usearch),
             (0, MergeIndexes::InTurn, GraphBuilder::Usearch),
         ] {
@@ -721,7 +721,7 @@ mod tests {
                 "{vectors} {indexes:?}"
             );
         }
-        assert_eq!(graph_builder(1, MergeIndexes::InTurn, 0), GraphBuilder::Codes);
+        assert_eq!(graph_builder(1, MergeIndexes::InTurn, 0), GraphBuilder::HnswWriter);
         assert_eq!(MergeLimits::within(allowance).in_turn_bytes, allowance);
         assert_eq!(MergeLimits::one_at_a_time().in_turn_bytes, u64::MAX);
     }

@@ -291,9 +291,9 @@ impl Drop for SlotGuard<'_> {
 /// A read-only, memory-mapped vector index: a `vectors.hnsw` (format 7) or a usearch view of an
 /// older `vectors.usearch`.
 #[derive(Debug)]
-pub struct VectorIndex(Graph);
+pub struct VectorIndex(MappedGraph);
 
-enum Graph {
+enum MappedGraph {
     Hnsw(HnswIndex),
     Usearch {
         index: Index,
@@ -303,11 +303,11 @@ enum Graph {
     },
 }
 
-impl std::fmt::Debug for Graph {
+impl std::fmt::Debug for MappedGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Graph::Hnsw(h) => h.fmt(f),
-            Graph::Usearch { index, .. } => {
+            MappedGraph::Hnsw(h) => h.fmt(f),
+            MappedGraph::Usearch { index, .. } => {
                 f.debug_struct("Usearch").field("size", &index.size()).finish()
             }
         }
@@ -327,7 +327,7 @@ impl VectorIndex {
         scalar: &str,
     ) -> Result<Self, FormatError> {
         if scalar == VECTOR_SCALAR {
-            return Ok(VectorIndex(Graph::Hnsw(HnswIndex::open(path, dim, rows, second)?)));
+            return Ok(VectorIndex(MappedGraph::Hnsw(HnswIndex::open(path, dim, rows, second)?)));
         }
         let bad = |detail: String| FormatError::Vectors { path: path.to_path_buf(), detail };
         let (kind, bytes_per_dim) = scalar_kind(scalar).ok_or_else(|| {
@@ -363,7 +363,7 @@ impl VectorIndex {
             .reserve_capacity_and_threads(vectors as usize, SEARCH_SLOTS)
             .map_err(|e| bad(format!("reserving search threads: {e}")))?;
         let slots = Slots { free: std::sync::Mutex::new(SEARCH_SLOTS), freed: Default::default() };
-        Ok(VectorIndex(Graph::Usearch { index, second, slots }))
+        Ok(VectorIndex(MappedGraph::Usearch { index, second, slots }))
     }
 
     /// Up to `limit` (ordinal, cosine similarity) pairs, best first, keeping only ordinals
@@ -375,10 +375,10 @@ impl VectorIndex {
         allow: Option<&(dyn Fn(u64) -> bool + Send + Sync)>,
     ) -> Result<Vec<(u64, f32)>, FormatError> {
         let (index, second, slots) = match &self.0 {
-            Graph::Hnsw(h) => {
+            MappedGraph::Hnsw(h) => {
                 return h.search(query, limit, DEFAULT_EF, None, allow);
             }
-            Graph::Usearch { index, second, slots } => (index, second, slots),
+            MappedGraph::Usearch { index, second, slots } => (index, second, slots),
         };
         if index.size() == 0 {
             return Ok(Vec::new());
@@ -407,8 +407,8 @@ impl VectorIndex {
     /// The format-7 graph, when it is one (benches measure its walk at other widths).
     pub fn hnsw(&self) -> Option<&HnswIndex> {
         match &self.0 {
-            Graph::Hnsw(h) => Some(h),
-            Graph::Usearch { .. } => None,
+            MappedGraph::Hnsw(h) => Some(h),
+            MappedGraph::Usearch { .. } => None,
         }
     }
 }

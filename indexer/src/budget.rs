@@ -667,7 +667,7 @@ mod tests {
             graph_builder(vectors, MergeIndexes::InTurn, limits.in_turn_bytes)
         };
         assert_eq!(in_turn(small, 2 * 28_727), GraphBuilder::Usearch);
-        assert_eq!(in_turn(small, 143_684), GraphBuilder::Codes);
+        assert_eq!(in_turn(small, 143_684), GraphBuilder::HnswWriter);
         let default = MemoryBudget::default().merges();
         assert_eq!(in_turn(default, MERGED_MAX_ROWS * 2), GraphBuilder::Usearch);
         // The largest tier-2 unit fits side by side, on usearch.
@@ -677,7 +677,7 @@ mod tests {
         let graph = graph_builder(2 * tier2, MergeIndexes::SideBySide, default.in_turn_bytes);
         assert_eq!(graph, GraphBuilder::Usearch);
         let tiny = MemoryBudget::unchecked(6 << 20).merges();
-        assert_eq!(in_turn(tiny, 10_000), GraphBuilder::Codes);
+        assert_eq!(in_turn(tiny, 10_000), GraphBuilder::HnswWriter);
     }
 
     #[test]

@@ -183,7 +183,7 @@ pub fn chunk_code(path: &str, text: &str, opts: ChunkOptions) -> Chunked {
     if lines.is_empty() {
         return Chunked::default();
     }
-    let mut cutter = Cutter { lines: &lines, skipped: BTreeSet::new(), lang: None, opts };
+    let mut cutter = Chunker { lines: &lines, skipped: BTreeSet::new(), lang: None, opts };
     let units = match Lang::of_path(path).and_then(|l| parse(l, text).map(|t| (l, t))) {
         Some((lang, tree)) => {
             cutter.lang = Some(lang);
@@ -224,7 +224,7 @@ fn ranges(rows: &BTreeSet<usize>) -> Vec<(usize, usize)> {
     out
 }
 
-struct Cutter<'a> {
+struct Chunker<'a> {
     lines: &'a [&'a str],
     skipped: BTreeSet<usize>,
     lang: Option<Lang>,
@@ -261,7 +261,7 @@ fn type_name(t: &str) -> String {
     t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-impl Cutter<'_> {
+impl Chunker<'_> {
     fn is_doc_comment(&self, n: Node<'_>, src: &str) -> bool {
         let t = text_of(n, src);
         match self.lang {

@@ -342,7 +342,7 @@ async fn first_segment_rows() -> (Manifest, Vec<Row>) {
     (m, rows)
 }
 
-/// hubdex's own graph writer (`GraphBuilder::Codes`) writes a merged segment that opens like
+/// hubdex's own graph writer (`GraphBuilder::HnswWriter`) writes a merged segment that opens like
 /// usearch's: the same rows, and each row's own vector finds it first; written on one thread
 /// and on two, the same graph. A publish whose merges in turn may hold less for a graph than
 /// usearch's would writes that same graph; one whose allowance holds usearch's does not.
@@ -368,7 +368,7 @@ fn a_merged_graph_written_on_codes_serves_its_rows_and_is_the_same_on_any_thread
                 &m.model,
                 in_turn,
                 threads,
-                GraphBuilder::Codes,
+                GraphBuilder::HnswWriter,
             )
             .unwrap();
             (dir, meta)

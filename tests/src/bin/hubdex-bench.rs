@@ -141,7 +141,7 @@ enum Command {
         #[arg(long)]
         graph_threads: Option<usize>,
         /// The graph's builder: `usearch`, or `codes` (hubdex's own,
-        /// `hubdex_formats::GraphBuilder::Codes`, what a build's merge in turn uses when
+        /// `hubdex_formats::GraphBuilder::HnswWriter`, what a build's merge in turn uses when
         /// usearch's graph would pass its share of the budget: `hubdex_formats::graph_builder`).
         #[arg(long, default_value = "usearch", value_parser = ["usearch", "codes"])]
         graph: String,
@@ -916,7 +916,7 @@ async fn merge_bench(
     graph: &str,
 ) -> anyhow::Result<Value> {
     let builder = match graph {
-        "codes" => hubdex_formats::GraphBuilder::Codes,
+        "codes" => hubdex_formats::GraphBuilder::HnswWriter,
         _ => hubdex_formats::GraphBuilder::Usearch,
     };
     let store = Store::open(store_dir.to_str().context("utf-8 store path")?)?;
