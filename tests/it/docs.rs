@@ -166,6 +166,67 @@ fn the_architecture_code_map_names_every_source_file_and_no_file_that_is_gone() 
     assert!(missing.is_empty(), "docs/architecture.md's code map:\n{}", missing.join("\n"));
 }
 
+/// What the code map says a file holds, where that can be checked: every item name it gives in
+/// the parenthesis after a file's name (a backticked word with a capital or an underscore,
+/// `RowFilter`, `verify_sums`) occurs in that file's code.
+#[test]
+fn the_code_map_names_only_items_its_files_hold() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let file_then_paren = regex::Regex::new(r"`([a-z_0-9/]+\.rs)` \(").unwrap();
+    let item = regex::Regex::new(r"`([A-Za-z_][A-Za-z0-9_]*)`").unwrap();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (krate, dirs) in [
+        ("formats", &["formats/src"][..]),
+        ("indexer", &["indexer/src"][..]),
+        ("server", &["server/src"][..]),
+        ("tests", &["tests/src", "tests/it"][..]),
+    ] {
+        let para = crate_paragraph(&map, krate);
+        let mut files = Vec::new();
+        for dir in dirs {
+            rust_files(&root, dir, &mut files);
+        }
+        for m in file_then_paren.captures_iter(&para) {
+            let name = m.get(1).unwrap().as_str();
+            // The parenthesis, to its matching close.
+            let rest = &para[m.get(0).unwrap().end()..];
+            let mut depth = 1;
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '(' => 1,
+                        ')' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(rest.len(), |(i, _)| i);
+            let Some(file) = files.iter().find(|f| f.ends_with(&format!("/{name}"))) else {
+                continue;
+            };
+            let code = std::fs::read_to_string(root.join(file)).unwrap();
+            for c in item.captures_iter(&rest[..end]) {
+                let word = &c[1];
+                if !word.chars().any(|ch| ch.is_ascii_uppercase() || ch == '_') {
+                    continue;
+                }
+                checked += 1;
+                let whole = regex::Regex::new(&format!(r"\b{}\b", regex::escape(word))).unwrap();
+                if !whole.is_match(&code) {
+                    wrong.push(format!(
+                        "{file}: the code map names `{word}`, which it does not hold"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} names checked: is the code map still read right?");
+    assert!(wrong.is_empty(), "docs/architecture.md's code map:\n{}", wrong.join("\n"));
+}
+
 /// The string literals of the binaries' sources (formats, indexer, server; tests excluded)
 /// that name an environment variable hubdex reads, and the variables of docs/deploy.md's table.
 fn variables_read_and_documented() -> (BTreeSet<String>, BTreeSet<String>) {
