@@ -188,7 +188,7 @@ fn the_code_map_names_only_items_its_files_hold() {
         for dir in dirs {
             rust_files(&root, dir, &mut files);
         }
-        for m in file_then_paren.captures_iter(&para) {
+        for m in file_then_paren.captures_iter(para) {
             let name = m.get(1).unwrap().as_str();
             // The parenthesis, to its matching close.
             let rest = &para[m.get(0).unwrap().end()..];
