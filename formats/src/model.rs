@@ -69,6 +69,12 @@ pub fn default_model() -> String {
         .unwrap_or_else(|| default_model_dir().display().to_string())
 }
 
+/// The default model found in none of the places [`default_model`] looks, each named.
+fn no_default_model() -> EmbedError {
+    let rel = format!("models/{DEFAULT_MODEL_NAME}");
+    EmbedError::NoModel { looked_at: looked_at(&rel, "HUBDEX_MODEL_DIR", &default_model_dir()) }
+}
+
 /// Where `ci/setup` installs the default model (all-MiniLM-L6-v2, int8 ONNX).
 pub fn default_model_dir() -> PathBuf {
     cache_dir().join("models").join(DEFAULT_MODEL_NAME)
@@ -148,12 +154,7 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Vers
     };
     let mut model_usable = dir.is_dir();
     if !model_usable {
-        let looked_at = looked_at(
-            &format!("models/{DEFAULT_MODEL_NAME}"),
-            "HUBDEX_MODEL_DIR",
-            &default_model_dir(),
-        );
-        problems.push(format!("the model cannot be used: {}", EmbedError::NoModel { looked_at }));
+        problems.push(format!("the model cannot be used: {}", no_default_model()));
     } else {
         for file in ["model.onnx", "tokenizer.json"] {
             let path = dir.join(file);
@@ -338,10 +339,7 @@ pub fn resolve_model_dir(spec: &str) -> Result<PathBuf, EmbedError> {
         return crate::hf::download(repo, &cache_dir().join("models"));
     }
     if spec == default_model() {
-        let rel = format!("models/{DEFAULT_MODEL_NAME}");
-        return Err(EmbedError::NoModel {
-            looked_at: looked_at(&rel, "HUBDEX_MODEL_DIR", &default_model_dir()),
-        });
+        return Err(no_default_model());
     }
     Err(EmbedError::MissingModelFile { dir: local.to_path_buf(), file: "model.onnx" })
 }

@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::EmbedError;
 use crate::names::check_name;
+use crate::segment::sha256_file;
 use crate::store::file_stamp;
 
 /// The file that lists a directory's sums, as `sha256sum` writes it.
@@ -34,7 +35,8 @@ pub fn verify_sums(dir: &Path, remembered_dir: &Path) -> Result<(), EmbedError> 
     }
     for (name, expected) in &listed {
         let path = dir.join(name);
-        let actual = sha256_of(&path)?;
+        let (actual, _) =
+            sha256_file(&path).map_err(|source| EmbedError::Io { path: path.clone(), source })?;
         if &actual != expected {
             return Err(EmbedError::Damaged { path, expected: expected.clone(), actual });
         }
@@ -79,15 +81,6 @@ fn stamps_of(dir: &Path, listed: &[(String, String)]) -> Result<String, EmbedErr
         out.push_str(&format!("{name}\t{sum}\t{stamp}\n"));
     }
     Ok(out)
-}
-
-fn sha256_of(path: &Path) -> Result<String, EmbedError> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|source| EmbedError::Io { path: path.to_path_buf(), source })?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut file, &mut h)
-        .map_err(|source| EmbedError::Io { path: path.to_path_buf(), source })?;
-    Ok(hex::encode(h.finalize()))
 }
 
 /// Where what passed in `dir` is remembered: one file per directory, named by the sha256 of its

@@ -119,13 +119,8 @@ impl<'a> Args<'a> {
 
     /// One of `allowed`, `default` when absent.
     pub fn one_of(&self, name: &str, allowed: &[&str], default: &str) -> Result<String, ToolError> {
-        let msg = |got: String| format!("must be one of {}, got {got}", allowed.join(", "));
-        match self.get(name) {
-            None => Ok(default.to_string()),
-            Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(s.clone()),
-            Some(Value::String(s)) => Err(ToolError::arg(name, msg(format!("{s:?}")))),
-            Some(v) => Err(ToolError::arg(name, msg(kind(v).to_string()))),
-        }
+        let choices: Vec<(&str, &str)> = allowed.iter().map(|a| (*a, *a)).collect();
+        self.choice(name, &choices, default).map(str::to_string)
     }
 
     /// The value of one of `choices`, given by its name (`default` when absent); any other
@@ -136,16 +131,19 @@ impl<'a> Args<'a> {
         choices: &[(&str, T)],
         default: T,
     ) -> Result<T, ToolError> {
-        let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
-        if self.get(name).is_none() {
-            return Ok(default);
+        let msg = |got: String| {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            format!("must be one of {}, got {got}", names.join(", "))
+        };
+        match self.get(name) {
+            None => Ok(default),
+            Some(Value::String(s)) => choices
+                .iter()
+                .find(|(n, _)| *n == s.as_str())
+                .map(|(_, value)| *value)
+                .ok_or_else(|| ToolError::arg(name, msg(format!("{s:?}")))),
+            Some(v) => Err(ToolError::arg(name, msg(kind(v).to_string()))),
         }
-        let given = self.one_of(name, &names, names.first().copied().unwrap_or_default())?;
-        choices
-            .iter()
-            .find(|(n, _)| *n == given)
-            .map(|(_, value)| *value)
-            .ok_or_else(|| ToolError::arg(name, format!("must be one of {}", names.join(", "))))
     }
 
     /// A string or a list of strings (empty when absent).

@@ -118,22 +118,31 @@ fn crate_paragraph<'a>(map: &'a str, dir: &str) -> &'a str {
     &rest[..end]
 }
 
+/// Each crate of the code map: its name, its paragraph in architecture.md and its source files.
+fn code_map_crates<'a>(root: &Path, map: &'a str) -> Vec<(&'static str, &'a str, Vec<String>)> {
+    [
+        ("formats", &["formats/src"][..]),
+        ("indexer", &["indexer/src"][..]),
+        ("server", &["server/src"][..]),
+        ("tests", &["tests/src", "tests/it"][..]),
+    ]
+    .into_iter()
+    .map(|(krate, dirs)| {
+        let mut files = Vec::new();
+        for dir in dirs {
+            rust_files(root, dir, &mut files);
+        }
+        (krate, crate_paragraph(map, krate), files)
+    })
+    .collect()
+}
+
 #[test]
 fn the_architecture_code_map_names_every_source_file_and_no_file_that_is_gone() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let map = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
     let mut missing = Vec::new();
-    for (krate, dirs) in [
-        ("formats", &["formats/src"][..]),
-        ("indexer", &["indexer/src"][..]),
-        ("server", &["server/src"][..]),
-        ("tests", &["tests/src", "tests/it"][..]),
-    ] {
-        let para = crate_paragraph(&map, krate);
-        let mut files = Vec::new();
-        for dir in dirs {
-            rust_files(&root, dir, &mut files);
-        }
+    for (krate, para, files) in code_map_crates(&root, &map) {
         // Each file is named in its own crate's paragraph by its file name in backticks, and
         // a file in a subfolder of src/ (`github/`) with that folder named there too;
         // `src/bin/hubdex-bench.rs` is named with its folder. So `state.rs` of the server does
@@ -177,17 +186,7 @@ fn the_code_map_names_only_items_its_files_hold() {
     let item = regex::Regex::new(r"`([A-Za-z_][A-Za-z0-9_]*)`").unwrap();
     let mut wrong = Vec::new();
     let mut checked = 0;
-    for (krate, dirs) in [
-        ("formats", &["formats/src"][..]),
-        ("indexer", &["indexer/src"][..]),
-        ("server", &["server/src"][..]),
-        ("tests", &["tests/src", "tests/it"][..]),
-    ] {
-        let para = crate_paragraph(&map, krate);
-        let mut files = Vec::new();
-        for dir in dirs {
-            rust_files(&root, dir, &mut files);
-        }
+    for (_, para, files) in code_map_crates(&root, &map) {
         for m in file_then_paren.captures_iter(para) {
             let name = m.get(1).unwrap().as_str();
             // The parenthesis, to its matching close.

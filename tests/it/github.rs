@@ -104,6 +104,16 @@ impl Env {
         o
     }
 
+    /// One of the binaries, run as a user runs it against this fake: its own cache, the test
+    /// model and runtime.
+    pub(crate) fn command(&self, binary: &str) -> Command {
+        let mut c = Command::new(hubdex_tests::bin(binary));
+        c.env("HUBDEX_CACHE", self.dir.path().join("cli-cache"))
+            .env("HUBDEX_MODEL_DIR", model_dir())
+            .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path());
+        c
+    }
+
     pub(crate) fn build(&self) -> anyhow::Result<BuildReport> {
         runtime().block_on(build(&self.options()))
     }
@@ -355,15 +365,13 @@ fn giving_up_on_a_limit_names_it_and_publishes_nothing() {
 fn the_token_is_sent_and_never_printed() {
     let e = env();
     assert!(!format!("{:?}", e.options()).contains("ghp_testtoken"));
-    let out = Command::new(hubdex_tests::bin("hubdex-index"))
+    let out = e
+        .command("hubdex-index")
         .args(["build", "acme/widgets", "--github-api", &e.fake.base, "--store"])
         .arg(e.store())
         .env("GITHUB_TOKEN", "ghp_sent_not_printed")
         .env("HUBDEX_LOG", "trace")
         .env("HUBDEX_PROGRESS_SECS", "0")
-        .env("HUBDEX_CACHE", e.dir.path().join("cli-cache"))
-        .env("HUBDEX_MODEL_DIR", model_dir())
-        .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path())
         .output()
         .unwrap();
     let printed =
@@ -393,14 +401,8 @@ fn the_command_line_builds_from_a_config_file_and_queries_by_type() {
     )
     .unwrap();
     let run = |bin: &str, args: &[&str]| {
-        let out = Command::new(hubdex_tests::bin(bin))
-            .args(args)
-            .env("GITHUB_TOKEN", "ghp_secret_for_cli")
-            .env("HUBDEX_CACHE", e.dir.path().join("cli-cache"))
-            .env("HUBDEX_MODEL_DIR", model_dir())
-            .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path())
-            .output()
-            .unwrap();
+        let out =
+            e.command(bin).args(args).env("GITHUB_TOKEN", "ghp_secret_for_cli").output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{bin} {args:?}: {stderr}");
         assert!(!stderr.contains("ghp_secret_for_cli"), "the token never appears in output");
