@@ -37,8 +37,8 @@ Prints a table with ratios (peak against the smallest size, budget against one s
 one JSON object with --json. Reports, never asserts. Under a small budget the smallest size's
 peak is that of its largest build segment, and where the content-defined cut falls depends on
 the rows' ids, the repository's name among them: the same 10k history measured 76-105 MiB
-under 256 MiB as its clone's directory name changed (docs/performance.md, "The build at scale
-on this code"), so read that ratio against a worst-case small build.
+under 256 MiB as its clone's directory name changed (docs/performance.md), so read that
+ratio against a worst-case small build.
 """
 
 import argparse

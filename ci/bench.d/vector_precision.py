@@ -1,7 +1,7 @@
 """Dense-only quality of the fd commit set (ci/bench-quality's store-fd) with the snapshot's
 float32 vectors stored as f32, f16 and i8 (usearch's i8: normalised, x127, rounded), exact
 cosine over the commit rows, one answer per commit. Answers: what would storing vectors.usearch
-as i8 cost in recall@10 / MRR@10? (docs/performance.md, "RSS").
+as i8 cost in recall@10 / MRR@10? (docs/performance.md).
 
 usage: HUBDEX_MODEL_DIR=... python vector_precision.py   (after ./ci/bench-quality built store-fd)
 """

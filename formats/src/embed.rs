@@ -19,10 +19,9 @@ pub const BATCH_SIZE: usize = 32;
 
 /// Tokens one batch may hold on the CPU (its texts × its longest text's tokens, as padded): a
 /// batch of long texts is smaller than [`BATCH_SIZE`] (two texts of 256 tokens, sixteen of
-/// 32), so ONNX Runtime's buffers for the largest batches stay small. Measured on 1,024 texts
-/// (docs/performance.md, "The build at scale, round 1"): peak RSS 935–946 → 283 MiB, chunks/s
-/// 20.0–24.8 → 26.0 (less padding), the same vector bytes. On CUDA batches stay
-/// [`BATCH_SIZE`] texts: small batches cost a GPU throughput, and it was not measured there.
+/// 32), so ONNX Runtime's buffers for the largest batches stay small (on 1,024 texts: peak
+/// RSS 935 → 283 MiB, faster for less padding, the same vector bytes). On CUDA batches stay
+/// [`BATCH_SIZE`] texts: small batches cost a GPU throughput.
 pub const BATCH_TOKENS: usize = 512;
 
 /// The tokens a text is taken to have when batches are formed before tokenising: a byte in
@@ -211,10 +210,8 @@ impl Embedder {
                     .map_err(|e| EmbedError::Ort(e.to_string()))?;
             }
             // No memory pattern: ORT plans and keeps an allocation pattern per input shape it
-            // sees, and every batch has its own padded length, so the patterns grew an
-            // indexer's embedding phase to ~1.5 GiB. Off, the peak is ~0.55 GiB lower at the same
-            // chunks/s, and the vectors are the same bytes (docs/performance.md,
-            // "Memory, start and BM25's tail").
+            // sees, and every batch has its own padded length, so the patterns grow without
+            // bound. Off, the vectors are the same bytes at the same chunks/s.
             builder = builder
                 .with_intra_threads((cores / pool).max(1))
                 .map_err(|e| EmbedError::Ort(e.to_string()))?
@@ -284,9 +281,8 @@ impl Embedder {
     /// The identity of the model in `dir` (what [`Embedder::load`] would report): `known` when
     /// its `model.onnx` is that model's (the same sha256: a snapshot's model), else from the
     /// lightest session that can say it (no arena, no pre-packing, no constant folding; one
-    /// probe for the dimension). For a stage that only cuts for the model: loading a session
-    /// took the staged crawl of a 100k-commit history to 250 MiB (168 with the light one),
-    /// where its crawl held ~115.
+    /// probe for the dimension). For a stage that only cuts for the model, where a full
+    /// session would hold more than the crawl itself.
     pub fn identity_of(
         dir: &Path,
         known: Option<&ModelIdentity>,

@@ -65,7 +65,7 @@ const SECOND_BIT: u32 = 1 << 31;
 /// How wide the level-0 walk is at least (it keeps that many nodes by code, and at least six
 /// per row asked for: 300 for the server's pool of 50; all of them are rescored on their i8
 /// vectors): measured against the exact top 10 and 50 on the 100k bench queries
-/// (docs/performance.md, "Format 7"), at or above usearch's walk on both. Rescoring fewer loses
+/// (docs/performance.md), at or above usearch's walk on both. Rescoring fewer loses
 /// recall (four per row: 0.966 → 0.878 of the exact top 10).
 pub const DEFAULT_EF: usize = 192;
 
@@ -233,8 +233,8 @@ fn map(path: &Path) -> Result<OwnedBytes, FormatError> {
 
 /// The usearch file as written by `index_dense_gt::save` (2.x, u64 keys, u32 slots, 32-bit
 /// matrix dimensions): the sections [`convert_usearch`] reads. It is read in sequential passes
-/// (through a buffer, not a map): a map would leave every page of the file (the whole graph,
-/// ~100 MiB for a 118k-row unit) in the writing process's resident set while it converts.
+/// (through a buffer, not a map): a map would leave every page of the file (the whole graph)
+/// in the writing process's resident set while it converts.
 struct UsearchFile {
     path: PathBuf,
     count: usize,

@@ -101,7 +101,7 @@ pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, hash_file, input_sha256,
     read_segment_meta, segment_id, start_segment, upgrade_segment, write_segment,
 };
-pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex, TermPruning, TextScoring};
+pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex};
 pub use staging::{
     STAGING_DIR, StagedCrawl, StagedPart, StagedSegment, repo_slug, staged_crawl_prefix,
     staged_part_prefix, staged_segment_key, staging_prefix,

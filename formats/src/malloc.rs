@@ -3,17 +3,14 @@
 //! By default glibc raises its mmap threshold each time a large mmapped block is freed (up to
 //! 32 MiB), and its trim threshold with it: after ONNX Runtime builds a session (and frees the
 //! model's protobuf and the buffers it folded the weights through), later blocks of that size
-//! come from the heap and stay there when freed. Measured on the query embedder
-//! (`hubdex-bench embedder-memory`, docs/performance.md, "The query embedder's memory"): the
-//! session held 154 MiB of anonymous memory, 60 of it freed and kept; with the thresholds fixed
-//! at glibc's own defaults it holds 94 MiB, with the same vectors and the same latency.
+//! come from the heap and stay there when freed (`hubdex-bench embedder-memory` measures the
+//! query embedder's session both ways: 154 MiB against 94).
 //!
 //! The indexer also caps glibc's arenas at two ([`Arenas::Two`]). Each thread that allocates
 //! while another holds an arena gets one of its own (up to 8 per core), and small blocks freed
 //! in an arena stay with it: a build's serving merges run one after another on fresh threads,
-//! and without the cap what each left behind added up (100k commits under 256 MiB: 280–326 MiB
-//! at the peak, 247 with two arenas, publish 179 → 191 s; docs/performance.md, "A merge's
-//! peak"). The server keeps glibc's default: its queries run on many threads at once.
+//! and without the cap what each left behind added up. The server keeps glibc's default: its
+//! queries run on many threads at once.
 //!
 //! The settings are read from the environment once, when the process starts: so a process
 //! started without `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and
@@ -24,12 +21,10 @@
 //! Even so glibc gives freed memory back only from the top of a heap: many small blocks freed
 //! below one still in use stay resident. [`give_back_freed`] (`malloc_trim`, the workspace's one
 //! `unsafe` call) hands those pages back where a phase of the indexer has just ended: before
-//! the publish, before each build segment is embedded and written, and after each serving
-//! merge, so a unit's vector graph is not built on top of what the history's pass or the last
-//! merge's text index left (docs/performance.md, "git's own memory, and a merge's graph
-//! first"); and after each batch of rows a merge reads, whose blocks would otherwise fault in
-//! the holes of that heap again and stay (docs/performance.md, "A merge's batches given
-//! back").
+//! the publish, before each build segment is embedded and written, and after each serving merge, so
+//! a unit's vector graph is not built on top of what the history's pass or the last merge's text
+//! index left (docs/performance.md); and after each batch of rows a merge reads, whose blocks would
+//! otherwise fault in the holes of that heap again and stay (docs/performance.md).
 
 /// The variable glibc reads; setting it also fixes the mmap threshold (no dynamic threshold).
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";

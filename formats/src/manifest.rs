@@ -193,7 +193,7 @@ pub struct HistorySpan {
 /// its pull request and closes an issue names two numbers a commit; as `Vec<i64>`s they are
 /// 16 MB at a million commits (and more with their growth slack), held through the whole build
 /// and cloned again while the publish planned its merges, and as a JSON list they made the
-/// manifest of a 400k-commit history 14 MB (docs/performance.md, "The thread numbers of a history's segments").
+/// manifest of a 400k-commit history 14 MB (docs/performance.md).
 /// In JSON it is those bytes in base64 (standard alphabet, padded); a list of numbers (what
 /// manifests held before) reads as well. The bytes are shared: a clone of a manifest entry
 /// (the publish's merge plan clones every build segment's) does not copy them.

@@ -13,8 +13,7 @@
 //!
 //! Block-max WAND (what tantivy's `BooleanQuery` does) keeps every term's cursor sorted by doc
 //! and re-sorts them after each scored document; over a 30-word query (~120 terms) on a corpus
-//! of near-copies that score alike, that bookkeeping is the cost (docs/performance.md, "BM25's
-//! tail, round 3").
+//! of near-copies that score alike, that bookkeeping is the cost (docs/performance.md).
 //!
 //! A document's score is the sum of its terms' BM25 scores, each computed as tantivy's
 //! `TermScorer` does (same weight, field norm and frequency), summed in one fixed order (the

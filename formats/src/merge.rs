@@ -37,17 +37,10 @@ pub const MERGE_BELOW_ROWS: u64 = 32_768;
 /// The average size of a first-tier merged segment.
 pub const MERGED_TARGET_ROWS: u64 = 65_536;
 /// No first-tier merged segment holds more rows than this: 1.75 × the target. A unit's merge
-/// holds its vector graph, then its text index's heap, each about 0.8 KiB a row (a 128,691-row
-/// unit: ~105 MiB each, in turn; in turn the text index is now held under the graph,
-/// `merge_text_heap`), so this cap sets what a publish holds at its peak whatever the
-/// history; at 2 × the target (131,072, before) the largest unit of a 400k-commit history put a
-/// build's peak under a 256 MiB budget 11–14% over a 10k-commit one's, and its text index filled
-/// the writer's 96 MiB heap to within a part (a second part costs a merge of the parts). A cap
-/// at 1.75 × cuts only the tail of exponentially spread group sizes: 25 units → 25 for that
-/// history, about 5% more for 1M rows of small repositories (docs/performance.md, "The first
-/// tier's cap"). Lower caps were measured and not taken: at 1.5 or 1.375 × the target that
-/// build's peak fell only to 113 or 112 MiB, near what its history's passes hold, for 12–16%
-/// more units ("What the publish's peak is made of").
+/// holds its vector graph and its text index's heap, each growing with its rows, so this cap
+/// sets what a publish holds at its peak whatever the history; 1.75 × cuts only the tail of
+/// exponentially spread group sizes, and a lower cap costs more units to query than it saves
+/// (docs/performance.md, "Tried and dropped").
 pub const MERGED_MAX_ROWS: u64 = MERGED_TARGET_ROWS / 4 * 7; // 114,688
 /// The average size of a second-tier merged segment (build segments of at least
 /// [`MERGE_BELOW_ROWS`] rows, merged so that a query visits a few large units).
@@ -75,19 +68,16 @@ pub enum GraphBuilder {
     Usearch,
     /// hubdex's own (`HnswWriter`): the walk on sign codes, ~190 bytes a vector, the i8 vectors
     /// in a file beside; the same bytes on any number of threads. What a merge in turn uses
-    /// when usearch's graph would hold more than [`MergeLimits::in_turn_bytes`]: on a
-    /// 400k-commit build's largest unit it took 1.5–1.8× usearch's time and its recall@10 was
-    /// 0.70 against usearch's 0.72–0.75 (docs/performance.md, "The graph writer's links made as
-    /// usearch makes them"); `hubdex-bench merge --graph codes` measures it.
+    /// when usearch's graph would hold more than [`MergeLimits::in_turn_bytes`]: slower than
+    /// usearch and a little lower in recall (docs/performance.md, "The build at scale");
+    /// `hubdex-bench merge --graph codes` measures it.
     HnswWriter,
 }
 
 impl GraphBuilder {
     /// What building a graph holds for each vector. usearch: its i8 vector and its links
-    /// (64-byte aligned nodes); measured, the largest unit of a 400k-commit build, 143,684
-    /// vectors, took the process from 14 to ~98 MiB of anonymous memory as its graph was built
-    /// (docs/performance.md, "A merge in turn holds its text index under its graph"). The
-    /// writer: a sign code (48 bytes at 384 dimensions), level-0 links (132) and a key (4).
+    /// (64-byte aligned nodes), ~600 bytes as measured on a 143,684-vector unit. The writer: a
+    /// sign code (48 bytes at 384 dimensions), level-0 links (132) and a key (4).
     pub fn bytes_per_vector(self) -> u64 {
         match self {
             GraphBuilder::Usearch => 600,
@@ -101,9 +91,7 @@ impl GraphBuilder {
 /// holds both indexes at once holds its graph. In turn, usearch's when its graph would hold no
 /// more than `in_turn_bytes` ([`MergeLimits::in_turn_bytes`]), else the writer's, about a third
 /// the bytes; the merge's text index then follows the smaller graph (its heap sized to it), so a
-/// unit's merge holds what the budget allows, not what the unit's size asks (the 400k
-/// history's largest unit, 66 MiB against usearch's 113, docs/performance.md, "A merge in turn
-/// within the budget").
+/// unit's merge holds what the budget allows, not what the unit's size asks.
 pub fn graph_builder(vectors: u64, indexes: MergeIndexes, in_turn_bytes: u64) -> GraphBuilder {
     let usearch = GraphBuilder::Usearch;
     match indexes {
@@ -148,13 +136,9 @@ impl MergedGraph {
 /// What writing one merged segment of `rows` rows holds at its peak, in bytes: an estimate
 /// for deciding how many merges may run at once and how ([`MergeLimits`], [`MergeIndexes`]).
 /// The text index: its writer's heap, then per row its buffers; the vector graph: per row its
-/// vector and links. Measured with `hubdex-bench merge` (docs/performance.md, "A merge's
-/// peak") on a unit of 128,259 diff rows, over the process's base: side by side 295–303 MiB
-/// (this says 328). In turn it measured 203–210 (this says 206) until the graph was built
-/// first: since then a 118,509-row unit peaks at 134–137 MiB in a process of its own, about
-/// 120 over its base, where this says 198 ("git's own memory, and a merge's graph first").
-/// The in-turn figure is left high: in a build a merge starts from what the history's passes
-/// left, and under a small budget every such merge runs alone either way.
+/// vector and links (`hubdex-bench merge` measures a unit's real peak). The in-turn figure is
+/// kept high: in a build a merge starts from what the history's passes left, and under a small
+/// budget every such merge runs alone either way.
 pub fn merge_memory_estimate(rows: u64, indexes: MergeIndexes) -> u64 {
     const MIB: u64 = 1 << 20;
     let text = 96 * MIB + rows.saturating_mul(900);
@@ -175,8 +159,8 @@ pub(crate) const MIN_MERGE_TEXT_HEAP: usize = 32 << 20;
 /// graph and its text index, and the graph is as small as its builder makes it: so the text
 /// index is held to the graph's size, its heap the graph's estimate
 /// ([`GraphBuilder::bytes_per_vector`]) less what saving a part adds to it (the sorted term
-/// list and the fast fields: ~22% of a full heap, heaptrack in docs/performance.md, "What the
-/// publish's peak is made of"), between [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text
+/// list and the fast fields: ~22% of a full heap, measured with heaptrack), between
+/// [`MIN_MERGE_TEXT_HEAP`] and the writer's own. A text
 /// index that outgrows it is written in parts and merged through positioned reads, answering as
 /// one written whole.
 pub(crate) fn merge_text_heap(vectors: u64, indexes: MergeIndexes, builder: GraphBuilder) -> usize {
@@ -361,11 +345,9 @@ fn name_by_write(dir: &Path, mut meta: SegmentMeta) -> Result<SegmentMeta, Forma
 pub const PARALLEL_GRAPH_MIN_ROWS: u64 = 16_384;
 
 /// How many threads a merge of `rows` rows builds its vector graph on: one per core from
-/// [`PARALLEL_GRAPH_MIN_ROWS`] rows, else one. Measured on a 128k-row unit, 2 cores: side by side
-/// 69–83 → 30–44 s, in turn 74–80 → 41–46 s at the same peak (docs/performance.md). A merge in
-/// turn kept one thread while two added 25–44 MiB to a 100k-commit build's peak under 256 MiB;
-/// with the graph built first on a trimmed heap they add none that the build's runs tell
-/// apart, and the build is 1.4× faster (docs/performance.md, "In-turn merges on every core").
+/// [`PARALLEL_GRAPH_MIN_ROWS`] rows, else one, whichever way the merge writes its indexes: with
+/// the graph built first on a trimmed heap the second thread adds no memory, and a 128k-row
+/// unit's graph takes about half the time.
 pub fn graph_threads(rows: u64) -> usize {
     if rows < PARALLEL_GRAPH_MIN_ROWS {
         return 1;
@@ -431,10 +413,8 @@ pub fn write_merged_segment(
     let seconds: usize = metas.iter().map(|m| m.second_vectors as usize).sum();
     // After each batch of rows read, what its rows freed goes back to the system
     // (`give_back_freed`). In a build the heap is one the history's pass left large and full of
-    // holes (55 MiB, 2 in use, at a 400k-commit build's publish): a batch's rows land in holes
-    // whose pages were given back, fault them in again, and when freed keep them, so without it
-    // a unit's merge held ~20 MiB more in a build than in a process of its own. A trim costs
-    // ~0.6 ms a batch (docs/performance.md, "A merge's batches given back").
+    // holes: a batch's rows land in holes whose pages were given back, fault them in again, and
+    // when freed keep them. A trim costs ~0.6 ms a batch.
     let text = || -> Result<RowStats, FormatError> {
         let heap = merge_text_heap((rows + seconds) as u64, indexes, builder);
         let mut index =

@@ -2,11 +2,10 @@
 //! mapping them: what the serving index's writer merges its parts through.
 //!
 //! A merge of tantivy segments reads each input once, front to back, but through
-//! [`tantivy::directory::MmapDirectory`] every page it touches stays mapped into the process
-//! until the merge ends: the parts' doc stores (most of their bytes) and postings add their
-//! whole size to the merge's resident set (docs/performance.md, "The text index's parts read,
-//! not mapped"). Read here, a range lives as long as tantivy holds it: a term's postings until
-//! the next term, a doc store's data while it is copied.
+//! [`tantivy::directory::MmapDirectory`] every page it touches stays mapped into the process until
+//! the merge ends: the parts' doc stores (most of their bytes) and postings add their whole size to
+//! the merge's resident set (docs/performance.md). Read here, a range lives as long as tantivy
+//! holds it: a term's postings until the next term, a doc store's data while it is copied.
 
 use std::fs::File;
 use std::ops::Range;

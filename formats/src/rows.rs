@@ -99,8 +99,8 @@ const BATCH_ROWS: usize = 1024;
 /// rows, `BATCH_ROWS` at a time, and appended to the file before the next column starts.
 /// `ArrowWriter` would encode every column of a batch at once and keep every column's encoder
 /// until the group is flushed; the two vector columns' dictionary encoders alone hold their
-/// page's indices as 8-byte values, 384 of them a row: 28 MiB of a build segment's write
-/// (heaptrack, docs/performance.md). One column at a time holds one encoder's. Each column's
+/// page's indices as 8-byte values, 384 of them a row. One column at a time holds one
+/// encoder's. Each column's
 /// writer sees the same arrays in the same order either way, so the bytes are the same as
 /// `ArrowWriter`'s (a test below compares them).
 pub fn write_rows(path: &Path, rows: &[Row], dim: usize) -> Result<(), FormatError> {

@@ -126,16 +126,6 @@ impl<'a> Stats<'a> {
     ) -> Stats<'a> {
         Stats { searcher, scoped: Some((seg, docs)) }
     }
-
-    /// Documents holding `term` (0 where it cannot be read).
-    pub(crate) fn df(&self, term: &Term) -> u64 {
-        self.doc_freq(term).unwrap_or(0)
-    }
-
-    /// Documents the statistics count.
-    pub(crate) fn num_docs(&self) -> u64 {
-        self.total_num_docs().unwrap_or(0)
-    }
 }
 
 impl Bm25StatisticsProvider for Stats<'_> {

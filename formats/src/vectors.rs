@@ -16,7 +16,7 @@ pub const VECTOR_SCALAR: &str = "b1+i8";
 
 /// `vector_scalar` of a `vectors.usearch` in i8 (formats 4 to 6; formats 1 to 3 wrote `f16`).
 /// usearch's i8 scales each vector to unit length and then by 127: half the bytes of f16, and
-/// no measured loss of retrieval quality (docs/performance.md, "Format 4").
+/// no measured loss of retrieval quality (docs/performance.md).
 pub const USEARCH_I8: &str = "i8";
 
 /// A model vector as hubdex keeps it (format 8: rows.parquet, the graphs): scaled to unit

@@ -37,9 +37,8 @@ pub(crate) const MIN_MEMORY_BUDGET: u64 = 64 << 20;
 /// into. Up to three build segments are in memory at once (one being cut, one waiting, one
 /// being embedded and written; at most [`SHARES_IN_FLIGHT`] shares of row data together), and
 /// one being written costs a few times its row data (the texts to embed, the Parquet writer's
-/// buffers for 1,024 rows at a time): measured with `hubdex-bench build`
-/// (docs/performance.md), a sixteenth per segment and at most two sixteenths in one keeps a
-/// build within its budget.
+/// buffers for 1,024 rows at a time): a sixteenth per segment and at most two sixteenths in
+/// one keeps a build within its budget (`hubdex-bench build` measures it).
 const SEGMENT_SHARE: u64 = 16;
 
 /// No build segment holds more than this many times the share: the cut falls there whatever
@@ -52,14 +51,14 @@ const SEGMENT_MAX_SHARES: u64 = 2;
 /// the three build segments in memory at once could hold up to six shares (three of the
 /// largest in a row), and a long history draws such runs where a short one does not
 /// ([`InFlight`]). A long history's second pass reaches this cap where a short one may not, so
-/// it sets how far the pass's peak grows with the history: two shares keep a 400k-commit
-/// history's peak within 1.09× a 10k-commit one's, three allowed 1.17× (docs/performance.md).
+/// it sets how far the pass's peak grows with the history: at two shares a 400k-commit
+/// history's peak is within 1.09× a 10k-commit one's.
 const SHARES_IN_FLIGHT: u64 = 2;
 
 /// How many shares of the budget a serving merge in turn may hold for its vector graph
-/// ([`MergeLimits::in_turn_bytes`]): usearch's graph of up to 83,886 vectors under 256 MiB,
-/// whose merge (its graph, then its text index under it) holds less than the history's second
-/// pass does at its peak; a larger unit's graph is built by hubdex's own writer.
+/// ([`MergeLimits::in_turn_bytes`]): usearch's graph where it fits them, whose merge (its graph,
+/// then its text index under it) holds less than the history's second pass does at its peak; a
+/// larger unit's graph is built by hubdex's own writer.
 const MERGE_GRAPH_SHARES: u64 = 3;
 
 /// What a build holds beside its serving merges when it publishes (the runtime, the model's
@@ -108,7 +107,7 @@ impl MemoryBudget {
     /// the budget (`MERGE_GRAPH_SHARES`, 48 MiB under 256 MiB): usearch's where it fits,
     /// hubdex's own writer's (a third the bytes) where not, the text index's heap following it
     /// ([`hubdex_formats::graph_builder`]). So a publish holds less than the history's second
-    /// pass does under the same budget, whatever the history (docs/performance.md).
+    /// pass does under the same budget, whatever the history.
     pub fn merges(self) -> MergeLimits {
         let limits = MergeLimits::within(self.0.saturating_sub(MERGE_RESERVE));
         let graph = self.segment_bytes() * MERGE_GRAPH_SHARES;

@@ -781,8 +781,7 @@ pub(crate) async fn embed_one(
         let Some(part) = parts.recv().await else { break };
         report.crawl_seconds += t.elapsed().as_secs_f64();
         // What the build segment before freed goes back to the system: a long history's pass
-        // otherwise sat on its holes (anonymous memory between segments 57-64 MiB at 400k
-        // commits under 256 MiB, 18-38 with this; docs/performance.md).
+        // otherwise sits on its holes.
         hubdex_formats::give_back_freed();
         let k = entries.len();
         // `_handed` gives the part's row data back to the cut when this turn ends.
@@ -862,10 +861,8 @@ pub(crate) async fn embed_one(
 /// may hold, 8 bytes of each, as a sorted run a segment in a temporary file ([`KeyRuns`]); each
 /// changed segment then looks its own texts up there, a block at a time, and reads the vectors
 /// of only the earlier segments holding them. So a rebuild holds one segment's text hashes at a
-/// time, not every text of the repository: an index of them in memory (~44 MiB for the 1.8M
-/// texts of 400k commits) was made by any delta that changed a second build segment, as a
-/// commit adding or editing a file at HEAD does (docs/performance.md, "A rebuild's earlier
-/// texts out of memory").
+/// time, not every text of the repository, even when a delta changes a second build segment,
+/// as a commit adding or editing a file at HEAD does.
 struct EarlierVectors<'a> {
     store: &'a Store,
     cache: &'a std::path::Path,

@@ -596,10 +596,8 @@ pub(crate) enum Log<'a> {
 
 /// How many commits one `git log` is asked for (each pass runs one after another for as
 /// many as it reads). git reads every commit it is asked for before it writes the first,
-/// and keeps them all, with its cache of delta bases, until it exits: asked for a
-/// 400,000-commit history at once, `git log -p` held 415 MiB of anonymous memory beside the
-/// indexer for the whole second pass; 4,096 at a time, about 33 MiB, no slower
-/// (docs/performance.md, "git's own memory").
+/// and keeps them all, with its cache of delta bases, until it exits: 4,096 at a time holds
+/// about 33 MiB where a 400,000-commit history at once held 415, and is no slower.
 const LOG_CHUNK: usize = 4096;
 
 /// Where the first pass keeps what `git log --name-only` wrote for each chunk of commits, to
@@ -718,9 +716,9 @@ fn summary_processes() -> usize {
 /// it, so the records are the bytes one `git log` of them all writes.
 ///
 /// The summaries' commits are the ones the caller listed with `git rev-list --all
-/// --date-order` ([`rev_list`], which holds only the commit graph: 91 MiB for 400,000 commits,
-/// where `git log --all --date-order --name-only` held 347 MiB with every commit's message and
-/// trees), read in chunks in that order, `at_once` processes at a time ([`log_ahead`]): the
+/// --date-order` ([`rev_list`], which holds only the commit graph, where `git log --all
+/// --date-order --name-only` holds every commit's message and trees), read in chunks in that
+/// order, `at_once` processes at a time ([`log_ahead`]): the
 /// first pass reads every commit, and listing a commit's paths is git's work (a tree diff),
 /// not the indexer's. The patches stream from one process at a time: the second pass may stop
 /// anywhere (a history span found again), and its rows are the indexer's work.
@@ -878,7 +876,7 @@ impl Drop for Ahead {
 /// `at_once` processes running at a time, each writing its chunk to a file ([`Ahead`]); the
 /// chunks are read in order, so `each` sees the commits as one process would give them. On 2 cores the
 /// 400k-commit history's paths took 4.8 s so against 9.9 one process at a time
-/// (docs/performance.md, "The first pass on every core").
+/// (docs/performance.md).
 ///
 /// With a `cache`, a chunk it holds is read from there and git is not asked for it; the
 /// others are kept there as git writes them ([`SummaryCache`]). The chunks are counted from

@@ -529,7 +529,7 @@ impl History {
     /// Moves what the second pass reads of every commit one at a time into temporary files
     /// ([`crate::spill`]), out of the build's memory: the SHAs, the cut order and the commits
     /// by SHA (28 bytes a commit with SHA-1, all a history without merges keeps for the second
-    /// pass; 10.7 MiB at 400,000 commits). Where a file cannot be written they stay held and
+    /// pass). Where a file cannot be written they stay held and
     /// the build goes on (a warning says why).
     pub(crate) fn spill(&mut self) {
         // Shared only while the first pass reads the log: by now the history holds them alone.

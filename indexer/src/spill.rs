@@ -2,7 +2,7 @@
 //! ([`Spilled`]): what the compact history holds of every commit and the second pass reads one
 //! commit at a time (SHAs, the cut order, commit numbers by SHA), out of the build's memory
 //! once edges are made. The pages read stay in the kernel's page cache, not in the
-//! process: a history of 400,000 commits held 10.7 MiB of them through the whole second pass.
+//! process.
 //! And sorted runs of keys in such a file ([`KeyRuns`]): the texts each earlier build segment
 //! holds, which a rebuild's changed segments look their texts up in; and records of any length
 //! ([`Records`]): a commit's edges until its rows are cut.

@@ -303,6 +303,44 @@ impl TokensFile {
         self.token.retain(|t| t.name != name);
         self.token.len() != before
     }
+
+    /// `hubdex token add`: adds a token to the file at `path` (made if missing) and saves it;
+    /// the token, which is shown once.
+    pub fn add_to(
+        path: &Path,
+        name: &str,
+        repos: &[String],
+        types: &[String],
+        expires: Option<&str>,
+    ) -> anyhow::Result<String> {
+        let mut file = TokensFile::load(path)?;
+        let token = file.add(name, repos, types, expires).map_err(anyhow::Error::msg)?;
+        file.save(path)?;
+        Ok(token)
+    }
+
+    /// `hubdex token revoke`: removes `name` from the file at `path` and saves it; a name the
+    /// file does not hold is an error naming both.
+    pub fn revoke_in(path: &Path, name: &str) -> Result<(), TokensError> {
+        let mut file = TokensFile::load(path)?;
+        if !file.revoke(name) {
+            return Err(TokensError::NoSuchToken { path: path.to_path_buf(), name: name.into() });
+        }
+        file.save(path)
+    }
+
+    /// `hubdex token list`: a line per token (name, repositories, types, expiry).
+    pub fn lines(&self) -> Vec<String> {
+        self.token
+            .iter()
+            .map(|t| {
+                let types =
+                    if t.types.is_empty() { "all types".to_string() } else { t.types.join(",") };
+                let expires = t.expires.as_deref().unwrap_or("never");
+                format!("{}\trepos {}\t{types}\texpires {expires}", t.name, t.repos.join(","))
+            })
+            .collect()
+    }
 }
 
 /// A new random token: `hdx_` and 32 random bytes, base64url.

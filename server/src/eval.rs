@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hubdex_formats::{Embedder, Row, RowType, TextScoring};
+use hubdex_formats::{Embedder, Row, RowType};
 use serde::{Deserialize, Serialize};
 
 use crate::filter::Filters;
@@ -71,8 +71,6 @@ pub struct Mode {
     pub blend: Blend,
     /// Rerank with the cross-encoder.
     pub rerank: bool,
-    /// How BM25 scores ([`TextScoring::Exact`] is served).
-    pub text_scoring: TextScoring,
 }
 
 impl Mode {
@@ -83,7 +81,6 @@ impl Mode {
             fusion,
             blend: Blend::DEFAULT,
             rerank,
-            text_scoring: TextScoring::Exact,
         };
         let mut modes = vec![
             m("sparse_only", Fusion::SparseOnly, false),
@@ -95,6 +92,42 @@ impl Mode {
         }
         modes
     }
+
+    /// The standard modes and an rrf mode per blend (`rrf:K`, `wrrf:W`, `minmax:W`); a blend
+    /// that does not parse is an error naming it.
+    pub fn with_blends(rerank: bool, blends: &[String]) -> anyhow::Result<Vec<Mode>> {
+        let mut modes = Mode::standard(rerank);
+        for b in blends {
+            modes.push(Mode {
+                name: format!("rrf[{b}]"),
+                fusion: Fusion::Rrf,
+                blend: Blend::parse(b).map_err(anyhow::Error::msg)?,
+                rerank: false,
+            });
+        }
+        Ok(modes)
+    }
+}
+
+/// Runs the eval on the state's current snapshot, off the async runtime's threads, printing a
+/// line to stderr as each mode ends.
+pub async fn eval_current(
+    state: std::sync::Arc<crate::AppState>,
+    queries: Vec<EvalQuery>,
+    k: usize,
+    modes: Vec<Mode>,
+) -> anyhow::Result<Vec<ModeReport>> {
+    let total = queries.len();
+    tokio::task::spawn_blocking(move || {
+        let snap = state.current.load_full();
+        let reranker = state.reranker.as_deref();
+        run_eval(&snap, &state.embedder, reranker, &queries, k, &modes, |mode, i| {
+            if i == total {
+                eprintln!("{mode}: {total} queries");
+            }
+        })
+    })
+    .await?
 }
 
 /// The figures of one mode over the whole set.
@@ -168,7 +201,6 @@ pub fn run_eval(
                 rerank: mode.rerank,
                 snapshot: None,
                 blend: mode.blend,
-                text_scoring: mode.text_scoring,
             };
             let started = Instant::now();
             let answer = search(snap, embedder, reranker, &req)

@@ -19,6 +19,7 @@ mod render;
 mod rerank;
 mod scan;
 mod search;
+mod serve;
 mod snapshot;
 mod state;
 mod tools;
@@ -27,7 +28,8 @@ mod webhook;
 pub use access::{AuthError, Caller, CallerKind, TokenEntry, TokenStore, TokensError, TokensFile};
 pub use args::{Args, ToolError, tool_args};
 pub use eval::{
-    EvalQuery, Mode, ModeReport, load_eval, matches as eval_matches, render_table, run_eval,
+    EvalQuery, Mode, ModeReport, eval_current, load_eval, matches as eval_matches, render_table,
+    run_eval,
 };
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
@@ -45,6 +47,7 @@ pub use search::{
     Blend, Fusion, NO_RERANK_MODEL, PAPER_RRF_K, RERANK_CANDIDATES, SERVED_RRF_K, SearchAnswer,
     SearchRequest, SearchResult, Sort, search, search_with_vector, snippet,
 };
+pub use serve::{ServeArgs, health, open_store, serve};
 pub use snapshot::{
     OpenError, OpenSegments, OpenSnapshot, default_cache, open_snapshot, open_snapshot_in,
     pull_snapshot,

@@ -1,19 +1,16 @@
 //! `hubdex`: serve, query and list snapshots.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use hubdex_formats::{DEFAULT_STORE, Store, default_model};
+use hubdex_formats::default_model;
 use hubdex_server::{
-    AppState, Blend, Caller, HttpOptions, HubdexMcp, Mode, OAuth, OAuthConfig, RelatedRequest,
-    StateSetup, TokenStore, TokensFile, WebhookConfig, call_tool_via, default_cache, load_eval,
-    open_snapshot, related, related_text, render_table, run_eval, serve_http, tool_args,
+    AppState, Caller, Mode, RelatedRequest, ServeArgs, StateSetup, TokensFile, call_tool_via,
+    default_cache, eval_current, health, load_eval, open_snapshot, open_store, related,
+    related_text, render_table, serve, tool_args,
 };
-use rmcp::ServiceExt as _;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -116,10 +113,6 @@ enum Command {
         /// Also try these blends of the two rankings (rrf:K, wrrf:W, minmax:W; repeatable).
         #[arg(long)]
         blend: Vec<String>,
-        /// Score BM25 this way in every mode: `exact` (what is served), `prune:KEEP:FRACTION:MIN_DF`
-        /// or `rarest:KEEP:PER_HIT` (measured ways, not served; docs/performance.md).
-        #[arg(long, default_value = "exact")]
-        text_scoring: hubdex_formats::TextScoring,
     },
     /// Serve MCP over stdio or HTTP.
     Serve(Box<ServeArgs>),
@@ -146,79 +139,6 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         timeout: u64,
     },
-}
-
-/// `hubdex serve`'s flags.
-// As for `Command`: the doc comments are --help text.
-#[allow(rustdoc::invalid_html_tags, rustdoc::bare_urls)]
-#[derive(clap::Args)]
-struct ServeArgs {
-    #[arg(long, conflicts_with = "http")]
-    stdio: bool,
-    /// Serve MCP over HTTP at ADDR (default 127.0.0.1:8080; bind 0.0.0.0 only behind a proxy).
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8080")]
-    http: Option<SocketAddr>,
-    /// File holding a bearer token that reads every repository (or set $HUBDEX_TOKEN).
-    #[arg(long = "token-file")]
-    token_file: Option<PathBuf>,
-    /// Scoped tokens (TOML, managed with `hubdex token`): each reads only its repositories.
-    /// Re-read when it changes, so a revoke needs no restart.
-    #[arg(long = "tokens-file")]
-    tokens_file: Option<PathBuf>,
-    /// Accept OAuth access tokens (JWTs) of this issuer; hubdex.toml's [[oauth.grant]]
-    /// maps their claims to repositories.
-    #[arg(long = "oauth-issuer", requires = "oauth_audience")]
-    oauth_issuer: Option<String>,
-    /// The audience (aud) access tokens must be issued for: this server's resource URL.
-    #[arg(long = "oauth-audience", requires = "oauth_issuer")]
-    oauth_audience: Option<String>,
-    /// The issuer's JWKS URL (default: discovered from the issuer's metadata).
-    #[arg(long = "oauth-jwks-url", requires = "oauth_issuer")]
-    oauth_jwks_url: Option<String>,
-    /// Also accept access tokens whose JWT typ is this (repeatable; `none`: no typ). By
-    /// default only RFC 9068's at+jwt is an access token; issuers that mark theirs `JWT`
-    /// (Keycloak, Entra ID, Auth0 without the RFC 9068 profile) need `JWT` here.
-    #[arg(long = "oauth-token-type", requires = "oauth_issuer")]
-    oauth_token_types: Vec<String>,
-    /// The hubdex.toml holding [[oauth.grant]] (default ./hubdex.toml).
-    #[arg(long, default_value = "hubdex.toml")]
-    config: PathBuf,
-    /// This server's public base URL (https://hubdex.example.com), named in the OAuth
-    /// protected resource metadata; default http://<Host header>.
-    #[arg(long = "public-url")]
-    public_url: Option<String>,
-    /// Put each call's arguments (query text, ids, paths) in its audit line.
-    #[arg(long = "audit-queries")]
-    audit_queries: bool,
-    /// After queueing a webhook delivery, send repository_dispatch (event `hubdex-delta`)
-    /// to this owner/name so the index workflow starts now (token from $GITHUB_TOKEN).
-    #[arg(long = "dispatch-repo")]
-    dispatch_repo: Option<String>,
-    /// GitHub API base URL for --dispatch-repo.
-    #[arg(
-        long = "github-api",
-        env = "HUBDEX_GITHUB_API",
-        default_value = "https://api.github.com"
-    )]
-    github_api: String,
-    /// How often to check LATEST for a new snapshot (seconds).
-    #[arg(long = "poll-interval", default_value_t = 30)]
-    poll_interval: u64,
-    /// File holding the GitHub webhook secret (or $HUBDEX_WEBHOOK_SECRET): enables
-    /// POST /webhooks/github, which queues delta rebuilds.
-    #[arg(long = "webhook-secret-file")]
-    webhook_secret_file: Option<PathBuf>,
-    /// Host header values to accept besides loopback (needed when serving a public name).
-    #[arg(long = "allowed-host")]
-    allowed_hosts: Vec<String>,
-    /// Browser origins to accept (scheme://host:port).
-    #[arg(long = "allowed-origin")]
-    allowed_origins: Vec<String>,
-    /// HTTP connections served at once; one more is answered 503 and closed. Keep it under the
-    /// process's open-file limit (`ulimit -n`).
-    #[arg(long = "max-connections", default_value_t = hubdex_server::DEFAULT_MAX_CONNECTIONS,
-          value_parser = clap::value_parser!(u32).range(1..=65536))]
-    max_connections: u32,
 }
 
 #[derive(Subcommand)]
@@ -255,65 +175,24 @@ enum TokenAction {
 fn run_token(action: &TokenAction) -> anyhow::Result<()> {
     match action {
         TokenAction::Add { name, repos, types, expires, tokens_file } => {
-            let mut file = TokensFile::load(tokens_file)?;
-            let token =
-                file.add(name, repos, types, expires.as_deref()).map_err(anyhow::Error::msg)?;
-            file.save(tokens_file)?;
+            let token = TokensFile::add_to(tokens_file, name, repos, types, expires.as_deref())?;
             eprintln!("added token {name:?} to {}; it is shown once, here:", tokens_file.display());
             println!("{token}");
-            Ok(())
         }
         TokenAction::List { tokens_file } => {
-            let file = TokensFile::load(tokens_file)?;
-            if file.token.is_empty() {
+            let lines = TokensFile::load(tokens_file)?.lines();
+            if lines.is_empty() {
                 eprintln!("{} holds no token", tokens_file.display());
             }
-            for t in &file.token {
-                let types =
-                    if t.types.is_empty() { "all types".to_string() } else { t.types.join(",") };
-                let expires = t.expires.as_deref().unwrap_or("never");
-                println!("{}\trepos {}\t{types}\texpires {expires}", t.name, t.repos.join(","));
-            }
-            Ok(())
+            lines.iter().for_each(|line| println!("{line}"));
         }
         TokenAction::Revoke { name, tokens_file } => {
-            let mut file = TokensFile::load(tokens_file)?;
-            if !file.revoke(name) {
-                return Err(hubdex_server::TokensError::NoSuchToken {
-                    path: tokens_file.clone(),
-                    name: name.clone(),
-                }
-                .into());
-            }
-            file.save(tokens_file)?;
-            eprintln!(
-                "revoked {name:?}: a server re-reads {} on its next request",
-                tokens_file.display()
-            );
-            Ok(())
+            TokensFile::revoke_in(tokens_file, name)?;
+            let path = tokens_file.display();
+            eprintln!("revoked {name:?}: a server re-reads {path} on its next request");
         }
     }
-}
-
-/// A secret from a file (`flag`) or else an environment variable, trimmed; empty is an error.
-fn read_secret(
-    file: Option<&std::path::Path>,
-    flag: &str,
-    var: &str,
-) -> anyhow::Result<Option<String>> {
-    let secret = match file {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("reading {flag} {}", p.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var(var).ok().map(|t| t.trim().to_string()),
-    };
-    if secret.as_deref() == Some("") {
-        anyhow::bail!("the secret is empty: put it in {flag} or ${var}");
-    }
-    Ok(secret)
+    Ok(())
 }
 
 /// What the state of a query or a server loads, from the global flags.
@@ -327,33 +206,16 @@ fn setup(cli: &Cli, audit_queries: bool) -> StateSetup {
     }
 }
 
-async fn load_state(cli: &Cli, store: Store, audit_queries: bool) -> anyhow::Result<Arc<AppState>> {
-    Ok(Arc::new(AppState::load(store, setup(cli, audit_queries)).await?))
-}
-
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let store = || open_store(cli.store.as_deref());
     match &cli.command {
-        Command::Token { action } => return run_token(action),
-        Command::Health { url, timeout } => return health(url, *timeout).await,
-        _ => {}
-    }
-    let store_url = cli.store.clone().unwrap_or_else(|| DEFAULT_STORE.to_string());
-    // A store that does not exist is an error here: the server never creates one. (An empty
-    // name is no directory: opening it says so.)
-    if !store_url.is_empty()
-        && !store_url.contains("://")
-        && !std::path::Path::new(&store_url).is_dir()
-    {
-        anyhow::bail!(
-            "store {store_url} does not exist: build one with `hubdex-index build --store {store_url}`"
-        );
-    }
-    let store = Store::open(&store_url)?;
-    match &cli.command {
-        // Both answered above, before a store is needed; here for the match to be whole.
         Command::Token { action } => run_token(action),
-        Command::Health { url, timeout } => health(url, *timeout).await,
+        Command::Health { url, timeout } => {
+            println!("{}", health(url, *timeout).await?);
+            Ok(())
+        }
         Command::Snapshots => {
+            let store = store()?;
             let listing = store.listing().await?;
             if listing.is_empty() {
                 anyhow::bail!("store {} holds no snapshot yet", store.url());
@@ -373,63 +235,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Pin { id } => {
-            store.pin(id).await?;
+            store()?.pin(id).await?;
             eprintln!("pinned {id}: gc keeps it until `hubdex unpin {id}`");
             Ok(())
         }
         Command::Unpin { id } => {
-            if !store.unpin(id).await? {
+            if !store()?.unpin(id).await? {
                 anyhow::bail!("snapshot {id} is not pinned");
             }
             eprintln!("unpinned {id}");
             Ok(())
         }
         Command::Pull { id, dir } => {
-            let pulled = hubdex_server::pull_snapshot(&store, id, dir).await?;
+            let pulled = hubdex_server::pull_snapshot(&store()?, id, dir).await?;
+            let dir = dir.display();
             eprintln!(
-                "pulled snapshot {pulled} into {}: `hubdex --store {} query ...` works offline",
-                dir.display(),
-                dir.display()
+                "pulled snapshot {pulled} into {dir}: `hubdex --store {dir} query ...` works offline"
             );
             println!("{pulled}");
             Ok(())
         }
-        Command::Eval { file, k, json, blend, text_scoring } => {
+        Command::Eval { file, k, json, blend } => {
             let queries = load_eval(file)?;
-            let mut modes = Mode::standard(cli.rerank_model.is_some());
-            for m in &mut modes {
-                m.text_scoring = *text_scoring;
-            }
-            for b in blend {
-                let parsed = Blend::parse(b).map_err(anyhow::Error::msg)?;
-                modes.push(Mode {
-                    name: format!("rrf[{b}]"),
-                    fusion: hubdex_server::Fusion::Rrf,
-                    blend: parsed,
-                    rerank: false,
-                    text_scoring: *text_scoring,
-                });
-            }
-            let state = load_state(&cli, store, false).await?;
+            let modes = Mode::with_blends(cli.rerank_model.is_some(), blend)?;
+            let state = Arc::new(AppState::load(store()?, setup(&cli, false)).await?);
             let k = *k as usize;
-            let total = queries.len();
-            let reports = tokio::task::spawn_blocking(move || {
-                let snap = state.current.load_full();
-                run_eval(
-                    &snap,
-                    &state.embedder,
-                    state.reranker.as_deref(),
-                    &queries,
-                    k,
-                    &modes,
-                    |mode, i| {
-                        if i == total {
-                            eprintln!("{mode}: {total} queries");
-                        }
-                    },
-                )
-            })
-            .await??;
+            let reports = eval_current(state, queries, k, modes).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&json!({"k": k, "modes": reports}))?);
             } else {
@@ -443,7 +274,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // No model needed: related reads edges and stored rows only.
             let req = RelatedRequest::from_args(&args)?;
             let cache = cli.cache.clone().unwrap_or_else(default_cache);
-            let snap = open_snapshot(&store, &cache, snapshot.as_deref()).await?;
+            let snap = open_snapshot(&store()?, &cache, snapshot.as_deref()).await?;
             let answer = related(&snap, &req, None)?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
@@ -453,7 +284,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Query { text, json, top_k, types, repo, fusion, snapshot, rerank } => {
-            let state = load_state(&cli, store, false).await?;
+            let state = Arc::new(AppState::load(store()?, setup(&cli, false)).await?);
             let args = tool_args(json!({"query": text, "top_k": top_k, "fusion": fusion,
                 "rerank": rerank, "type": types, "repo": repo, "snapshot": snapshot}));
             let answer = call_tool_via(&state, &Caller::local(), "cli", "search", &args).await?;
@@ -464,72 +295,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Serve(args) => serve(&cli, store, args).await,
+        Command::Serve(args) => serve(store()?, setup(&cli, args.audit_queries), args).await,
     }
-}
-
-async fn serve(cli: &Cli, store: Store, args: &ServeArgs) -> anyhow::Result<()> {
-    if args.stdio && (args.tokens_file.is_some() || args.oauth_issuer.is_some()) {
-        anyhow::bail!(
-            "--tokens-file and --oauth-issuer apply to --http; stdio serves the local user"
-        );
-    }
-    // Checked before the model loads, so a bad file fails fast.
-    let tokens = args.tokens_file.as_deref().map(TokenStore::open).transpose()?.map(Arc::new);
-    let oauth = match (&args.oauth_issuer, &args.oauth_audience) {
-        (Some(issuer), Some(audience)) => {
-            Some(Arc::new(OAuth::new(OAuthConfig::from_config_file(
-                issuer,
-                audience,
-                args.oauth_jwks_url.as_deref(),
-                &args.oauth_token_types,
-                &args.config,
-            )?)?))
-        }
-        _ => None,
-    };
-    let state = load_state(cli, store, args.audit_queries).await?;
-    if args.poll_interval > 0 {
-        state.spawn_poller(std::time::Duration::from_secs(args.poll_interval));
-    }
-    if args.stdio {
-        let service = HubdexMcp::new(state).serve(rmcp::transport::stdio()).await?;
-        service.waiting().await?;
-        return Ok(());
-    }
-    let Some(addr) = args.http else { anyhow::bail!("serve needs --stdio or --http ADDR") };
-    let secret = read_secret(
-        args.webhook_secret_file.as_deref(),
-        "--webhook-secret-file",
-        "HUBDEX_WEBHOOK_SECRET",
-    )?;
-    let opts = HttpOptions {
-        allowed_hosts: args.allowed_hosts.clone(),
-        allowed_origins: args.allowed_origins.clone(),
-        token: read_secret(args.token_file.as_deref(), "--token-file", "HUBDEX_TOKEN")?,
-        tokens,
-        oauth,
-        public_url: args.public_url.clone(),
-        max_connections: args.max_connections as usize,
-        webhook: secret
-            .map(|s| WebhookConfig::new(s, args.dispatch_repo.as_deref(), &args.github_api))
-            .transpose()?,
-    };
-    serve_http(state, addr, &opts).await
-}
-
-/// `hubdex health`: GET `url`; Ok when it answers 200 within `timeout_secs`.
-async fn health(url: &str, timeout_secs: u64) -> anyhow::Result<()> {
-    hubdex_formats::install_tls_provider();
-    let client = reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(timeout_secs))
-        .build()
-        .map_err(|e| anyhow::anyhow!("building the HTTP client: {e}"))?;
-    let response = client.get(url).send().await.map_err(|e| anyhow::anyhow!("{url}: {e}"))?;
-    let status = response.status();
-    anyhow::ensure!(status == reqwest::StatusCode::OK, "{url} answered {status}");
-    println!("{url}: {status}");
-    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Row, RowType, ScoreFloor, TextScoring, row_id};
+use hubdex_formats::{Embedder, Row, RowType, ScoreFloor, row_id};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -158,9 +158,6 @@ pub struct SearchRequest {
     pub snapshot: Option<String>,
     /// How `fusion: rrf` blends; not a tool argument (see [`Blend::DEFAULT`]).
     pub blend: Blend,
-    /// How BM25 scores: [`TextScoring::Exact`] is served. Not a tool argument (`hubdex eval
-    /// --text-scoring` compares them).
-    pub text_scoring: TextScoring,
 }
 
 impl SearchRequest {
@@ -178,7 +175,6 @@ impl SearchRequest {
             rerank: a.boolean("rerank", false)?,
             snapshot: a.string("snapshot")?,
             blend: Blend::DEFAULT,
-            text_scoring: TextScoring::Exact,
         })
     }
 }
@@ -410,8 +406,7 @@ fn pool(req: &SearchRequest) -> usize {
 /// The BM25 candidates of every unit (none for `dense_only`), cut to the candidate pool and in
 /// a fixed order (score, then unit and doc) however the workers finished. Units are searched on
 /// the persistent rayon pool, every core at once, and skip BM25 hits under the pool's cut
-/// another unit has already found: the same pool, less work (docs/performance.md, "A shared
-/// floor").
+/// another unit has already found: the same pool, less work (docs/performance.md).
 fn retrieve_sparse(snap: &OpenSnapshot, req: &SearchRequest) -> Result<Hits, ToolError> {
     if req.fusion == Fusion::DenseOnly {
         return Ok(Vec::new());
@@ -427,7 +422,7 @@ fn retrieve_sparse(snap: &OpenSnapshot, req: &SearchRequest) -> Result<Hits, Too
         let filter = seg.text.compile(&searched).map_err(index_error)?;
         let hits = seg
             .text
-            .search_with(&req.query, pool, filter.as_ref(), req.text_scoring, Some(&floor))
+            .search_with(&req.query, pool, filter.as_ref(), Some(&floor))
             .map_err(index_error)?;
         Ok(hits.into_iter().map(|(doc, score)| (si, doc, score)).collect())
     };

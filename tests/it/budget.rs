@@ -687,7 +687,7 @@ fn a_build_under_a_small_budget_holds_a_commit_s_edges_as_its_rows_are_cut() {
 }
 
 /// The indexer runs with glibc's malloc thresholds fixed and two arenas (what serving merges
-/// free does not pile up in arenas of their own, docs/performance.md "A merge's peak"):
+/// free does not pile up in arenas of their own, docs/performance.md):
 /// started without them it restarts itself with them, in the same process, caught while it
 /// waits to read its config (a FIFO); an arena count the caller set is kept.
 #[test]

@@ -102,7 +102,7 @@ pub fn clone_or_fetch(url: &str, dir: &Path, token: Option<&str>) -> Result<Path
 /// --split`: after a fetch only the new commits, as a layer of their own). The first pass
 /// lists the history with `rev-list --all --date-order`, which reads each commit's parents
 /// and date from the graph rather than from the pack: 2.9 s → 0.5 s for a 400,000-commit
-/// history (docs/performance.md, "The first pass on every core"). A git without commit-graphs
+/// history (docs/performance.md). A git without commit-graphs
 /// (before 2.18) or a failed write only costs that time: it is logged, not an error. A local
 /// SOURCE is a user's own repository and is not written to (git's maintenance and `gc` write
 /// its graph).

@@ -36,7 +36,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
     BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, SessionOptions,
-    Store, TextScoring, read_rows, row_id, write_segment,
+    Store, read_rows, row_id, write_segment,
 };
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use hubdex_tests::Mix;
@@ -92,24 +92,6 @@ enum Command {
         clients: usize,
         #[arg(long, default_value_t = 15)]
         seconds: u64,
-    },
-    /// BM25 scorings compared: per plan, the sparse search of every query over every
-    /// serving unit (pool 50, as `search` asks), timed, and its top 10 and 50 against exact
-    /// BM25's (the same rows; the same score at each rank). A plan is what `hubdex eval
-    /// --text-scoring` takes: `prune:KEEP:FRACTION:MIN_DF` or `rarest:KEEP:PER_HIT`.
-    Sparse {
-        #[arg(long)]
-        store: PathBuf,
-        #[arg(long, required = true)]
-        queries: Vec<PathBuf>,
-        #[arg(long, default_value_t = 300)]
-        n: usize,
-        /// Plans to compare with exact BM25.
-        #[arg(long)]
-        plan: Vec<String>,
-        /// Rounds over the queries; the plans take turns within each.
-        #[arg(long, default_value_t = 1)]
-        rounds: usize,
     },
     Embed {
         #[arg(long)]
@@ -449,7 +431,6 @@ fn request(query: &str, fusion: Fusion) -> SearchRequest {
         rerank: false,
         snapshot: None,
         blend: hubdex_server::Blend::DEFAULT,
-        text_scoring: TextScoring::Exact,
     }
 }
 
@@ -790,93 +771,6 @@ fn load(port: u16, queries: &[PathBuf], clients: usize, seconds: u64) -> anyhow:
         "qps": all.len() as f64 / secs,
         "latency": percentiles(all),
     }))
-}
-
-/// `sparse`: for exact BM25 and each plan, the sparse search of every query over every unit,
-/// timed, and its top 10 and top 50 against exact BM25's.
-async fn sparse_bench(
-    store_dir: &Path,
-    queries: &[PathBuf],
-    n: usize,
-    plan_names: &[String],
-    rounds: usize,
-) -> anyhow::Result<Value> {
-    let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
-    let cache = tempfile::tempdir()?;
-    let snap = open_snapshot(&store, cache.path(), None).await?;
-    let queries = load_queries(queries, n)?;
-    let mut plans: Vec<(String, TextScoring)> = vec![("exact".into(), TextScoring::Exact)];
-    for name in plan_names {
-        plans.push((name.clone(), name.parse().map_err(anyhow::Error::msg)?));
-    }
-    const POOL: usize = 50;
-    let top = |q: &str, p: TextScoring| -> anyhow::Result<Vec<(f32, usize, u32)>> {
-        let mut hits: Vec<(f32, usize, u32)> = Vec::new();
-        for (si, seg) in snap.segments.iter().enumerate() {
-            for (doc, score) in seg.text.search_with(q, POOL, None, p, None)? {
-                hits.push((score, si, doc));
-            }
-        }
-        hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        hits.truncate(POOL);
-        Ok(hits)
-    };
-    // Two measures against exact BM25's list: the same rows (doc identity), and the same
-    // scores rank by rank. The synthetic corpus holds near-copies whose scores tie, so the
-    // first depends on how ties are broken; the second does not (rank i holds a row as good
-    // as exact BM25's rank i).
-    let same_rows = |a: &[(f32, usize, u32)], b: &[(f32, usize, u32)], k: usize| -> f64 {
-        let b = &b[..b.len().min(k)];
-        let shared =
-            a.iter().take(k).filter(|h| b.iter().any(|e| (e.1, e.2) == (h.1, h.2))).count();
-        shared as f64 / b.len().max(1) as f64
-    };
-    let same_scores = |a: &[(f32, usize, u32)], b: &[(f32, usize, u32)], k: usize| -> f64 {
-        let b = &b[..b.len().min(k)];
-        let equal = a.iter().zip(b).filter(|(x, y)| (x.0 - y.0).abs() <= 1e-4 * y.0.abs()).count();
-        equal as f64 / b.len().max(1) as f64
-    };
-    let mut ms = vec![Vec::new(); plans.len()];
-    let n = plans.len();
-    let (mut rows10, mut rows50, mut scores10, mut scores50) =
-        (vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n], vec![0.0f64; n]);
-    for round in 0..rounds.max(1) {
-        for q in &queries {
-            // Plan 0 is exact BM25, what every plan is compared with.
-            let mut exact = Vec::new();
-            for (i, (_, p)) in plans.iter().enumerate() {
-                let t = Instant::now();
-                let got = top(q, *p)?;
-                ms[i].push(t.elapsed().as_secs_f64() * 1000.0);
-                if i == 0 {
-                    exact = got.clone();
-                }
-                if round == 0 {
-                    rows10[i] += same_rows(&got, &exact, 10);
-                    rows50[i] += same_rows(&got, &exact, POOL);
-                    scores10[i] += same_scores(&got, &exact, 10);
-                    scores50[i] += same_scores(&got, &exact, POOL);
-                }
-            }
-        }
-    }
-    let nq = queries.len().max(1) as f64;
-    let rows: Vec<Value> = plans
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            json!({
-                "plan": name,
-                "latency": percentiles(ms[i].clone()),
-                "same_rows_at_10": rows10[i] / nq,
-                "same_rows_at_50": rows50[i] / nq,
-                "same_scores_at_10": scores10[i] / nq,
-                "same_scores_at_50": scores50[i] / nq,
-            })
-        })
-        .collect();
-    Ok(json!({"rows": snap.segments.iter().map(|s| s.meta.rows).sum::<u64>(),
-              "units": snap.segments.len(), "plans": rows}))
 }
 
 async fn embed_bench(
@@ -1316,9 +1210,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Load { port, queries, clients, seconds } => {
             load(port, &queries, clients, seconds)?
-        }
-        Command::Sparse { store, queries, n, plan, rounds } => {
-            rt.block_on(sparse_bench(&store, &queries, n, &plan, rounds))?
         }
         Command::Embed { base, model, n, texts_out, vectors_out, batch_tokens } => rt.block_on(
             embed_bench(&base, &model, n, &texts_out, vectors_out.as_deref(), batch_tokens),
