@@ -15,7 +15,8 @@
 //!   ([`QueueEntry`]) and a sharded build's staged records ([`StagedCrawl`], [`StagedSegment`]);
 //! - the store, its key layout ([`manifest_key`], [`segment_key`]) and its publish protocol
 //!   ([`Store`]);
-//! - the text → vector model contract ([`Embedder`]).
+//! - the model a snapshot's vectors come from ([`ModelIdentity`]); the model itself runs in
+//!   `hubdex-runtime`.
 //!
 //! It knows nothing of MCP, HTTP or GitHub.
 //!
@@ -29,25 +30,19 @@
 //! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
 //! ```
 
-mod cli;
-mod config_file;
 mod doc_bits;
 mod edges;
-mod embed;
 mod error;
 mod files;
 mod filter;
-mod hf;
 pub mod hnsw;
 mod malloc;
 mod manifest;
 mod maxscore;
 mod merge;
-mod model;
 mod names;
 mod queue;
 mod read_dir;
-mod restart;
 mod row;
 mod rows;
 mod scope_stats;
@@ -55,27 +50,20 @@ mod segment;
 mod serving;
 mod staging;
 mod store;
-mod sums;
 mod text;
 mod vectors;
 
-pub use cli::{parse_args, run_to_exit};
-pub use config_file::{ConfigFileError, read_config_file};
 pub use doc_bits::DocBits;
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
     entity_web_path, read_edges, write_edges,
 };
-pub use embed::{
-    BATCH_SIZE, BATCH_TOKENS, Device, Embedder, MAX_TOKENS, SessionOptions, TextEmbedder, Texts,
-    normalised,
-};
-pub use error::{EmbedError, FormatError, StoreError};
+pub use error::{FormatError, StoreError};
 pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
 pub use filter::{
     FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
 };
-pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, give_back_freed};
+pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES, give_back_freed};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,
     ModelIdentity, Pin, READABLE_VERSIONS, RECORD_VERSION, SegmentMeta, ThreadNumbers,
@@ -87,19 +75,13 @@ pub use merge::{
     boundary_after, graph_builder, graph_threads, is_write_of, merge_memory_estimate, merged_id,
     plan_merges, write_merged_in_memory, write_merged_segment,
 };
-pub use model::{
-    DEFAULT_MODEL_NAME, RUNTIME_LIBRARY, VersionReport, bundled, cache_dir, default_model,
-    default_model_dir, model_files, model_inputs, ort_environment, print_version_if_asked,
-    resolve_model_dir, runtime_library_path, version_report,
-};
 pub use names::{MAX_NAME_CHARS, check_name, name_join, safe_join};
 pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
-pub use restart::{ORT_DISABLE_TELEMETRY, restart_with_fixed_environment};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
     ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, hash_file, input_sha256,
-    read_segment_meta, segment_id, start_segment, upgrade_segment, write_segment,
+    read_segment_meta, segment_id, sha256_file, start_segment, upgrade_segment, write_segment,
 };
 pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex};
 pub use staging::{
@@ -108,10 +90,9 @@ pub use staging::{
 };
 pub use store::{
     DEFAULT_STORE, LATEST, LatestUpdate, PINS_DIR, SEGMENTS_DIR, SNAPSHOTS_DIR, SnapshotListing,
-    Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, failpoint, install_tls_provider,
-    manifest_key, name_under, segment_key,
+    Store, UPLOAD_PART_BYTES, VERIFIED_MARKER, VerifiedManifest, failpoint, file_stamp,
+    install_tls_provider, manifest_key, name_under, segment_key,
 };
-pub use sums::{SHA256SUMS, verify_sums};
 pub use vectors::{
     SECOND_VECTOR, USEARCH_I8, VECTOR_SCALAR, VectorBase, VectorIndex, quantize, vector_file,
     write_vector_index, write_vector_index_from,

@@ -15,7 +15,7 @@
 //! The settings are read from the environment once, when the process starts: so a process
 //! started without `MALLOC_TRIM_THRESHOLD_` starts itself again, at once, with it set (and
 //! `MALLOC_ARENA_MAX` where asked and not set; same pid, arguments and open files:
-//! [`crate::restart_with_fixed_environment`]). Where that cannot be done it carries on as it
+//! `hubdex_runtime::restart_with_fixed_environment`). Where that cannot be done it carries on as it
 //! is.
 //!
 //! Even so glibc gives freed memory back only from the top of a heap: many small blocks freed
@@ -30,7 +30,7 @@
 pub const MALLOC_TRIM_THRESHOLD: &str = "MALLOC_TRIM_THRESHOLD_";
 
 /// glibc's default trim threshold (128 KiB), made fixed.
-pub(crate) const TRIM_BYTES: &str = "131072";
+pub const TRIM_BYTES: &str = "131072";
 
 /// The variable glibc reads for the most arenas it makes.
 pub const MALLOC_ARENA_MAX: &str = "MALLOC_ARENA_MAX";

@@ -63,7 +63,7 @@ pub fn hash_file(path: &Path) -> Result<(String, u64), FormatError> {
 }
 
 /// [`hash_file`] with the bare I/O error, for callers whose errors name the file their own way.
-pub(crate) fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
     let mut f = std::fs::File::open(path)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];

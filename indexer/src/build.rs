@@ -11,10 +11,10 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeLimits,
-    MergeProgress, ModelIdentity, Row, Store, TextEmbedder, Texts, cache_dir, quantize, read_rows,
-    sha256_hex, snapshot_id, start_segment,
+    BuildStats, FORMAT_VERSION, Manifest, ManifestSegment, MergeLimits, MergeProgress,
+    ModelIdentity, Row, Store, quantize, read_rows, sha256_hex, snapshot_id, start_segment,
 };
+use hubdex_runtime::{Device, Embedder, TextEmbedder, Texts, cache_dir};
 use indicatif::{MultiProgress, ProgressBar};
 
 use crate::budget::{self, MemoryBudget};

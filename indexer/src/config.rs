@@ -225,7 +225,7 @@ impl RepoRules {
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> anyhow::Result<Config> {
-        let c: Config = hubdex_formats::read_config_file(path)?
+        let c: Config = hubdex_runtime::read_config_file(path)?
             .try_into()
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         c.rules()?;

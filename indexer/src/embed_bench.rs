@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hubdex_formats::{Device, Embedder};
+use hubdex_runtime::{Device, Embedder};
 use serde::Serialize;
 
 /// What one bench-embed run measured.

@@ -5,11 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use hubdex_formats::{DEFAULT_STORE, Device, Store, default_model};
+use hubdex_formats::{DEFAULT_STORE, Store};
 use hubdex_indexer::{
     BuildOptions, BuildReport, Config, MemoryBudget, Shard, build, crawl, delta, embed, gc,
     parse_duration, publish,
 };
+use hubdex_runtime::{Device, default_model};
 
 #[derive(Parser)]
 #[command(name = "hubdex-index", version, about = "Build and publish hubdex snapshots")]
@@ -143,7 +144,7 @@ fn options(common: Common, mut sources: Vec<PathBuf>) -> anyhow::Result<BuildOpt
     let config = load_config(common.config.as_deref())?;
     let model = common.model.or(config.model.clone()).unwrap_or_else(default_model);
     let model_dir =
-        hubdex_formats::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
+        hubdex_runtime::resolve_model_dir(&model).with_context(|| format!("model {model}"))?;
     sources.extend(config.repos.iter().map(|r| PathBuf::from(&r.name)));
     let store = store_url(common.store, &config);
     let mut opts = BuildOptions::new(&store, model_dir, sources);
@@ -227,7 +228,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::BenchEmbed { device, n, model } => {
             let model = model.unwrap_or_else(default_model);
-            let dir = hubdex_formats::resolve_model_dir(&model)?;
+            let dir = hubdex_runtime::resolve_model_dir(&model)?;
             let device = device.parse::<Device>().map_err(anyhow::Error::msg)?;
             let report = hubdex_indexer::embed_bench(&dir, device, n, Path::new("."))?;
             println!("{}", serde_json::to_string(&report)?);
@@ -314,14 +315,14 @@ fn main() -> ExitCode {
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system, and two arenas keep what the merges free from piling up
     // (docs/performance.md).
-    hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
+    hubdex_runtime::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
     // After the restart: `--version` loads the runtime, whose telemetry must be off by then.
     let commit = option_env!("HUBDEX_GIT_COMMIT");
     if let Some(code) =
-        hubdex_formats::print_version_if_asked("hubdex-index", env!("CARGO_PKG_VERSION"), commit)
+        hubdex_runtime::print_version_if_asked("hubdex-index", env!("CARGO_PKG_VERSION"), commit)
     {
         return code;
     }
-    let cli: Cli = hubdex_formats::parse_args();
-    hubdex_formats::run_to_exit(run(cli))
+    let cli: Cli = hubdex_runtime::parse_args();
+    hubdex_runtime::run_to_exit(run(cli))
 }

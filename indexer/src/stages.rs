@@ -12,10 +12,10 @@ use std::time::Instant;
 use anyhow::Context as _;
 use hubdex_formats::{
     EDGES_PARQUET, FILES_PARQUET, ManifestSegment, ModelIdentity, ROWS_PARQUET, Row, StagedCrawl,
-    StagedPart, StagedSegment, Store, TextEmbedder, read_edges, read_files, read_rows, repo_slug,
-    sha256_hex, staged_part_prefix, staged_segment_key, staging_prefix, write_edges, write_files,
-    write_rows,
+    StagedPart, StagedSegment, Store, read_edges, read_files, read_rows, repo_slug, sha256_hex,
+    staged_part_prefix, staged_segment_key, staging_prefix, write_edges, write_files, write_rows,
 };
+use hubdex_runtime::TextEmbedder;
 use indicatif::MultiProgress;
 
 use crate::budget::Part;
@@ -95,7 +95,7 @@ pub async fn crawl(opts: &BuildOptions, run: &str, shard: Shard) -> anyhow::Resu
     // vectors: the crawl needs the model's identity (the current snapshot's when it is the
     // same model file, else from a light session, dropped at once).
     let known = plan.prev.as_ref().map(|m| &m.model);
-    let model = hubdex_formats::Embedder::identity_of(&opts.model_dir, known)
+    let model = hubdex_runtime::Embedder::identity_of(&opts.model_dir, known)
         .with_context(|| format!("loading the model from {}", opts.model_dir.display()))?;
     hubdex_formats::give_back_freed();
     crawl_planned(opts, plan, run, shard, &model).await

@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use hubdex_formats::{Embedder, Row, RowType};
+use hubdex_formats::{Row, RowType};
+use hubdex_runtime::Embedder;
 use serde::{Deserialize, Serialize};
 
 use crate::filter::Filters;

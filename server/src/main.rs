@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use hubdex_formats::default_model;
+use hubdex_runtime::default_model;
 use hubdex_server::{
     AppState, Caller, Mode, RelatedRequest, ServeArgs, StateSetup, TokensFile, call_tool_via,
     default_cache, eval_current, health, load_eval, open_snapshot, open_store, related,
@@ -313,14 +313,14 @@ fn main() -> ExitCode {
     }
     // After logging (so a failed restart is logged), before any thread: freed memory goes
     // back to the system (docs/performance.md).
-    hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Default);
+    hubdex_runtime::restart_with_fixed_environment(hubdex_formats::Arenas::Default);
     // After the restart: `--version` loads the runtime, whose telemetry must be off by then.
     let commit = option_env!("HUBDEX_GIT_COMMIT");
     if let Some(code) =
-        hubdex_formats::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit)
+        hubdex_runtime::print_version_if_asked("hubdex", env!("CARGO_PKG_VERSION"), commit)
     {
         return code;
     }
-    let cli: Cli = hubdex_formats::parse_args();
-    hubdex_formats::run_to_exit(run(cli))
+    let cli: Cli = hubdex_runtime::parse_args();
+    hubdex_runtime::run_to_exit(run(cli))
 }

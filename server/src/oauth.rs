@@ -79,7 +79,7 @@ struct OAuthSection {
 
 /// Reads the `[[oauth.grant]]` list of a hubdex.toml (other sections are the indexer's).
 pub fn load_grants(path: &Path) -> anyhow::Result<Vec<ClaimGrant>> {
-    let mut doc = hubdex_formats::read_config_file(path)?;
+    let mut doc = hubdex_runtime::read_config_file(path)?;
     let Some(section) = doc.remove("oauth") else { return Ok(Vec::new()) };
     let section: OAuthSection =
         section.try_into().map_err(|e| anyhow::anyhow!("{} [oauth]: {e}", path.display()))?;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use ort::session::Session;
 use tokenizers::Tokenizer;
 
-use hubdex_formats::{EmbedError, model_files, model_inputs, ort_environment};
+use hubdex_runtime::{EmbedError, model_files, model_inputs, ort_environment};
 
 /// Longest (query, passage) pair the model reads, in tokens.
 pub const RERANK_MAX_TOKENS: usize = 512;

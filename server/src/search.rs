@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use hubdex_formats::{Embedder, Row, RowType, ScoreFloor, row_id};
+use hubdex_formats::{Row, RowType, ScoreFloor, row_id};
+use hubdex_runtime::Embedder;
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -146,7 +146,7 @@ impl SegmentsInner {
 
 /// Where the server keeps verified segments: `--cache`, else `~/.cache/hubdex`.
 pub fn default_cache() -> PathBuf {
-    hubdex_formats::cache_dir()
+    hubdex_runtime::cache_dir()
 }
 
 /// Errors opening a snapshot.

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use arc_swap::ArcSwap;
-use hubdex_formats::{Embedder, Manifest, Store, resolve_model_dir};
+use hubdex_formats::{Manifest, Store};
+use hubdex_runtime::{Embedder, resolve_model_dir};
 
 use crate::args::ToolError;
 use crate::metrics::Metrics;
@@ -23,9 +24,9 @@ const BY_ID_OPEN: usize = 4;
 pub fn query_embedder(
     dir: &std::path::Path,
     sessions: Option<usize>,
-) -> Result<Embedder, hubdex_formats::EmbedError> {
+) -> Result<Embedder, hubdex_runtime::EmbedError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Embedder::load_pooled(dir, hubdex_formats::Device::Cpu, sessions.unwrap_or(cores / 4).max(1))
+    Embedder::load_pooled(dir, hubdex_runtime::Device::Cpu, sessions.unwrap_or(cores / 4).max(1))
 }
 
 /// What a server or a command-line query loads besides its store: where segments are cached,

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use hubdex_formats::TextEmbedder;
 use hubdex_formats::{
     BuildStats, Edge, FORMAT_VERSION, FileText, Manifest, ManifestSegment, Row, Store,
     ThreadNumbers, read_edges, read_files, read_rows, sha256_hex,
@@ -16,6 +15,7 @@ use hubdex_indexer::{
     BuildOptions, BuildReport, Config, CrawlReport, MemoryBudget, Shard, build_with, crawl_with,
     embed_with, publish,
 };
+use hubdex_runtime::TextEmbedder;
 use hubdex_tests::{
     HashEmbedder, add_commit, add_commit_at, synthetic_history, synthetic_history_with_references,
 };
@@ -729,14 +729,14 @@ fn the_indexer_runs_with_fixed_malloc_thresholds_and_two_arenas() {
     }
 }
 
-/// Texts that count how many of them were made, as [`hubdex_formats::Embedder::embed_texts`]
+/// Texts that count how many of them were made, as [`hubdex_runtime::Embedder::embed_texts`]
 /// asks for them.
 struct CountedTexts<'a> {
     texts: &'a [String],
     made: std::cell::Cell<usize>,
 }
 
-impl hubdex_formats::Texts for CountedTexts<'_> {
+impl hubdex_runtime::Texts for CountedTexts<'_> {
     fn count(&self) -> usize {
         self.texts.len()
     }
@@ -751,7 +751,7 @@ impl hubdex_formats::Texts for CountedTexts<'_> {
 
 #[test]
 fn the_model_makes_its_texts_a_batch_at_a_time_and_embeds_them_as_if_all_were_made_first() {
-    use hubdex_formats::{BATCH_SIZE, Device, Embedder};
+    use hubdex_runtime::{BATCH_SIZE, Device, Embedder};
     let embedder = Embedder::load(&hubdex_tests::model_dir(), Device::Cpu).unwrap();
     let texts: Vec<String> = (0..100)
         .map(|i| format!("{}commit {i} of the history", "word ".repeat(i * 7 % 23)))

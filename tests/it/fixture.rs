@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use hubdex_formats::{Device, Embedder, Store};
+use hubdex_formats::Store;
 use hubdex_indexer::{BuildOptions, BuildReport, build};
+use hubdex_runtime::{Device, Embedder};
 use hubdex_server::{AppState, default_cache, open_snapshot};
 use hubdex_tests::{GeneratedRepo, make_repo, model_dir};
 

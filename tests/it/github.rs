@@ -110,7 +110,7 @@ impl Env {
         let mut c = Command::new(hubdex_tests::bin(binary));
         c.env("HUBDEX_CACHE", self.dir.path().join("cli-cache"))
             .env("HUBDEX_MODEL_DIR", model_dir())
-            .env("ORT_DYLIB_PATH", hubdex_formats::runtime_library_path());
+            .env("ORT_DYLIB_PATH", hubdex_runtime::runtime_library_path());
         c
     }
 

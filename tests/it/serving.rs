@@ -7,10 +7,11 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
-    BuildStats, Device, Embedder, FORMAT_VERSION, Manifest, ManifestSegment, MergeIndexes,
-    MergeProgress, ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows,
-    write_merged_segment, write_segment,
+    BuildStats, FORMAT_VERSION, Manifest, ManifestSegment, MergeIndexes, MergeProgress,
+    ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment,
+    write_segment,
 };
+use hubdex_runtime::{Device, Embedder};
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
 use hubdex_tests::{make_code_repo, model_dir};
 use serde_json::json;

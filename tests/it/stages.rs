@@ -247,7 +247,7 @@ fn run_workflow(
     let mut context: BTreeMap<String, String> =
         vars.iter().map(|(k, v)| (format!("vars.{k}"), v.to_string())).collect();
     context.insert("github.run_id".into(), run_id.into());
-    let runtime_library = hubdex_formats::runtime_library_path();
+    let runtime_library = hubdex_runtime::runtime_library_path();
     let mut ran = Vec::new();
     for job in jobs {
         let job = &workflow["jobs"][*job];

@@ -22,14 +22,14 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn model_dir() -> PathBuf {
     std::env::var_os("HUBDEX_MODEL_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(hubdex_formats::default_model_dir)
+        .unwrap_or_else(hubdex_runtime::default_model_dir)
 }
 
 /// The Python with the test tools (mcp, pyarrow, duckdb) that `ci/setup` installs.
 pub fn python() -> PathBuf {
     let p = std::env::var_os("HUBDEX_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| hubdex_formats::cache_dir().join("venv").join("bin").join("python"));
+        .unwrap_or_else(|| hubdex_runtime::cache_dir().join("venv").join("bin").join("python"));
     assert!(p.is_file(), "{} is missing: run ./ci/setup", p.display());
     p
 }
@@ -78,7 +78,7 @@ pub fn wait_for_http(port: u16, timeout: Duration) {
 pub fn node_dir() -> PathBuf {
     let dir = std::env::var_os("HUBDEX_NODE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| hubdex_formats::cache_dir().join("node"));
+        .unwrap_or_else(|| hubdex_runtime::cache_dir().join("node"));
     assert!(dir.join("bin").join("node").exists(), "{} has no Node: run ./ci/setup", dir.display());
     dir
 }

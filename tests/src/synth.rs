@@ -8,7 +8,8 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use hubdex_formats::{EmbedError, ModelIdentity, TextEmbedder, Texts, normalised, sha256_hex};
+use hubdex_formats::{ModelIdentity, sha256_hex};
+use hubdex_runtime::{EmbedError, TextEmbedder, Texts, normalised};
 
 /// Words the synthetic code and messages are made of.
 const WORDS: &[&str] = &[

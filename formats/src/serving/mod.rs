@@ -79,7 +79,7 @@ struct Fields {
 /// docs/performance.md). Each time the heap fills, the part written
 /// so far is saved as an index of its own under `.parts/`; `finish` merges the parts, in the
 /// order they were written, into one segment in `dir` (or moves the only one there), reading
-/// them through [`ReadDirectory`] rather than mapping them (docs/performance.md).
+/// them through [`crate::read_dir::ReadDirectory`] rather than mapping them (docs/performance.md).
 pub(crate) struct ServingIndexWriter {
     schema: tantivy::schema::Schema,
     part: Option<tantivy::indexer::SingleSegmentIndexWriter<TantivyDocument>>,

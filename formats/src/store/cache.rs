@@ -161,7 +161,7 @@ fn verified_stamps(dir: &Path, seg: &ManifestSegment) -> std::io::Result<String>
 }
 
 /// A file's size, modification time (nanoseconds since the epoch) and, on Unix, inode.
-pub(crate) fn file_stamp(path: &Path) -> std::io::Result<String> {
+pub fn file_stamp(path: &Path) -> std::io::Result<String> {
     let m = std::fs::metadata(path)?;
     let mtime = m.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     #[cfg(unix)]

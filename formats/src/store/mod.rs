@@ -16,7 +16,7 @@ mod publish;
 mod snapshots;
 
 pub use cache::VERIFIED_MARKER;
-pub(crate) use cache::file_stamp;
+pub use cache::file_stamp;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub fn failpoint(name: &str) {
 }
 
 /// The store both binaries use when `--store` and `$HUBDEX_STORE` say nothing (an empty
-/// `$HUBDEX_STORE` says nothing: [`crate::parse_args`]).
+/// `$HUBDEX_STORE` says nothing: `hubdex_runtime::parse_args`).
 pub const DEFAULT_STORE: &str = "./.hubdex/store";
 
 /// The object LATEST lives at.

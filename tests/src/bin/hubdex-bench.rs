@@ -35,9 +35,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
-    BuildStats, Device, Edge, EdgeKind, Embedder, FORMAT_VERSION, Manifest, Row, SessionOptions,
-    Store, read_rows, row_id, write_segment,
+    BuildStats, Edge, EdgeKind, FORMAT_VERSION, Manifest, Row, Store, read_rows, row_id,
+    write_segment,
 };
+use hubdex_runtime::{Device, Embedder, SessionOptions};
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
 use hubdex_tests::Mix;
 use serde_json::{Value, json};
@@ -106,7 +107,7 @@ enum Command {
         #[arg(long)]
         vectors_out: Option<PathBuf>,
         /// Tokens a batch may hold (0: batches of 32 texts whatever their length).
-        #[arg(long, default_value_t = hubdex_formats::BATCH_TOKENS)]
+        #[arg(long, default_value_t = hubdex_runtime::BATCH_TOKENS)]
         batch_tokens: usize,
     },
     /// One merge, streamed or held in memory: seconds and peak RSS.
@@ -797,7 +798,7 @@ async fn embed_bench(
         std::fs::write(path, serde_json::to_vec(&vectors)?)?;
     }
     Ok(
-        json!({"texts": texts.len(), "batch": hubdex_formats::BATCH_SIZE, "batch_tokens": batch_tokens, "seconds": s, "chunks_per_s": texts.len() as f64 / s,
+        json!({"texts": texts.len(), "batch": hubdex_runtime::BATCH_SIZE, "batch_tokens": batch_tokens, "seconds": s, "chunks_per_s": texts.len() as f64 / s,
                "peak_rss_kib": status_kib("VmHWM:"), "rss_kib": status_kib("VmRSS:")}),
     )
 }
@@ -1022,7 +1023,7 @@ async fn stage_bench(
     use hubdex_indexer::{Shard, crawl_with, embed_with, publish};
     let (run, all) = ("bench", Shard::ALL);
     let hash = hubdex_tests::HashEmbedder::new(384);
-    let model: Box<dyn hubdex_formats::TextEmbedder> = if embedder == "hash" {
+    let model: Box<dyn hubdex_runtime::TextEmbedder> = if embedder == "hash" {
         Box::new(hash)
     } else {
         Box::new(Embedder::load(model_dir, Device::Cpu)?)
@@ -1064,9 +1065,9 @@ fn embedder_memory(
     let process = mib("RssAnon:");
     // What is there before any session: the runtime library loaded and its environment, and
     // the tokenizer.
-    hubdex_formats::ort_environment()?;
+    hubdex_runtime::ort_environment()?;
     let runtime = mib("RssAnon:");
-    let (_, tokenizer) = hubdex_formats::model_files(model, hubdex_formats::MAX_TOKENS)?;
+    let (_, tokenizer) = hubdex_runtime::model_files(model, hubdex_runtime::MAX_TOKENS)?;
     let with_tokenizer = mib("RssAnon:");
     drop(tokenizer);
     let before = mib("RssAnon:");
@@ -1198,7 +1199,7 @@ fn main() -> anyhow::Result<()> {
         // freed blocks, and the peak measured is the allocator's, not the build's (40k commits
         // under 256 MiB: 543 against 349-414 MiB; a 400k build's largest merge: 142 against
         // 127-128).
-        hubdex_formats::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
+        hubdex_runtime::restart_with_fixed_environment(hubdex_formats::Arenas::Two);
     }
     let rt = tokio::runtime::Runtime::new()?;
     let out = match cli.command {

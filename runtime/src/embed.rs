@@ -8,8 +8,8 @@ use ort::session::Session;
 use tokenizers::Tokenizer;
 
 use crate::error::EmbedError;
-use crate::manifest::ModelIdentity;
 use crate::model::{model_files, model_inputs, ort_environment};
+use hubdex_formats::ModelIdentity;
 
 /// Tokens the model sees per text; longer texts are cut.
 pub const MAX_TOKENS: usize = 256;
@@ -186,7 +186,7 @@ impl Embedder {
         options: SessionOptions,
     ) -> Result<Self, EmbedError> {
         let (model_path, tokenizer) = model_files(dir, MAX_TOKENS)?;
-        let (model_sha256, _) = crate::segment::sha256_file(&model_path)
+        let (model_sha256, _) = hubdex_formats::sha256_file(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
 
         let env = ort_environment()?;
@@ -288,7 +288,7 @@ impl Embedder {
         known: Option<&ModelIdentity>,
     ) -> Result<ModelIdentity, EmbedError> {
         let (model_path, _) = model_files(dir, MAX_TOKENS)?;
-        let (model_sha256, _) = crate::segment::sha256_file(&model_path)
+        let (model_sha256, _) = hubdex_formats::sha256_file(&model_path)
             .map_err(|source| EmbedError::Io { path: model_path.clone(), source })?;
         if let Some(known) = known.filter(|k| k.model_sha256 == model_sha256) {
             return Ok(known.clone());

@@ -145,7 +145,7 @@ pub fn version_report(binary: &str, version: &str, commit: Option<&str>) -> Vers
     };
     let model = default_model();
     let dir = Path::new(&model);
-    let model_line = match crate::segment::sha256_file(&dir.join("model.onnx")) {
+    let model_line = match hubdex_formats::sha256_file(&dir.join("model.onnx")) {
         Ok((sha256, _)) => format!(
             "{} (sha256 {sha256}, {model})",
             dir.file_name().map_or(model.clone(), |n| n.to_string_lossy().into()),

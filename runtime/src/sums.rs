@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::EmbedError;
-use crate::names::check_name;
-use crate::segment::sha256_file;
-use crate::store::file_stamp;
+use hubdex_formats::check_name;
+use hubdex_formats::file_stamp;
+use hubdex_formats::sha256_file;
 
 /// The file that lists a directory's sums, as `sha256sum` writes it.
 pub const SHA256SUMS: &str = "SHA256SUMS";

@@ -26,7 +26,7 @@ pub(crate) fn download(repo: &str, models: &Path) -> Result<PathBuf, EmbedError>
     std::fs::create_dir_all(&dir).map_err(|source| EmbedError::Io { path: dir.clone(), source })?;
     let base = std::env::var("HF_ENDPOINT").unwrap_or_else(|_| "https://huggingface.co".into());
     let url = format!("{base}/{name}/resolve/{revision}");
-    crate::store::install_tls_provider();
+    hubdex_formats::install_tls_provider();
     let store = object_store::http::HttpBuilder::new()
         .with_url(&url)
         .build()

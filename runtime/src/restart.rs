@@ -2,7 +2,7 @@
 //! lacks a setting starts itself again, at once, with it set (same pid, arguments and open
 //! files), before any thread or library reads it. The settings:
 //!
-//! - glibc's malloc thresholds, and its arenas where asked ([`crate::malloc`]'s module doc);
+//! - glibc's malloc thresholds, and its arenas where asked ([`hubdex_formats::give_back_freed`]'s module);
 //! - `ORT_DISABLE_TELEMETRY=1`: the ONNX Runtime library of the `onnxruntime` wheel carries
 //!   Microsoft's telemetry client, which writes a device id and an event database under
 //!   `~/.cache/Microsoft/DeveloperTools/.onnxruntime/` as its environment is created and later
@@ -10,7 +10,7 @@
 //!   the environment is also built with telemetry off through its API
 //!   ([`crate::ort_environment`]), which alone does not stop the device id being written.
 
-use crate::malloc::Arenas;
+use hubdex_formats::Arenas;
 
 /// The variable ONNX Runtime reads to leave its telemetry client off.
 pub const ORT_DISABLE_TELEMETRY: &str = "ORT_DISABLE_TELEMETRY";
@@ -24,7 +24,7 @@ pub const ORT_DISABLE_TELEMETRY: &str = "ORT_DISABLE_TELEMETRY";
 pub fn restart_with_fixed_environment(arenas: Arenas) {
     #[cfg(target_os = "linux")]
     {
-        use crate::malloc::{MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES};
+        use hubdex_formats::{MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES};
         use std::os::unix::process::CommandExt as _;
         let glibc = cfg!(target_env = "gnu");
         let malloc_unset = glibc && std::env::var_os(MALLOC_TRIM_THRESHOLD).is_none();
