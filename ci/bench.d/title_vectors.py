@@ -1,7 +1,7 @@
 """Would a second, title-only vector per commit row help the *default* (rrf), not only the dense
-list? Measured on the fd commit set before building it (docs/quality.md, "Several vectors per
-row"): hubdex's own sparse_only and dense_only lists for every query (top 50 commits, through
-the REST API of a running `hubdex serve --http`), a title-only vector per commit row embedded
+list? Measured on the fd commit set before building it (docs/quality.md, "What the defaults
+are, and why"): hubdex's own sparse_only and dense_only lists for every query (top 50 commits,
+through the REST API of a running `hubdex serve --http`), a title-only vector per commit row embedded
 here with the same model, and RRF k = 20 over entity ranks, as the default fuses.
 
 usage: HUBDEX_MODEL_DIR=... python title_vectors.py URL STORE_DIR FD_JSONL

@@ -659,7 +659,7 @@ impl HnswIndex {
     }
 
     /// The unit query cast to i8 as usearch casts it (scaled to 127, truncated): rescoring
-    /// with it gives a row the score format 6 gave it (docs/quality.md, "Format 7").
+    /// with it gives a row the score format 6 gave it (docs/quality.md, "What the defaults are, and why").
     fn as_i8(unit: &[f32]) -> Vec<f32> {
         unit.iter().map(|x| (x * 127.0).clamp(-127.0, 127.0).trunc()).collect()
     }

@@ -354,8 +354,8 @@ impl Row {
 
     /// The text of the row's second, title-only vector: a commit's subject (its pull request's
     /// title for a merge), when the row's main vector also embeds a message below it. `None`
-    /// for every other row, whose one vector is enough (docs/quality.md, "Several vectors per
-    /// row").
+    /// for every other row, whose one vector is enough (docs/quality.md, "What the
+    /// defaults are, and why").
     pub fn title_embedding_text(&self) -> Option<String> {
         let embeds_more = match self.embed_chars {
             Some(n) => self.body.chars().take(n).any(|c| !c.is_whitespace()),

@@ -411,3 +411,40 @@ fn every_module_imports_only_the_layers_below_it() {
     }
     assert!(wrong.is_empty(), "imports that do not go down:\n{}", wrong.join("\n"));
 }
+
+/// Every place that cites a section of a document (`docs/format.md, "Merged segments"`, in the
+/// docs or in a comment, across a line break or not) names a heading of that document, or the
+/// bold lead of one of its paragraphs (`**Memory.**`): a renamed or removed section fails here,
+/// naming the file that cites it.
+#[test]
+fn every_cited_section_of_a_document_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let listed = Command::new("git")
+        .args(["ls-files", "*.rs", "*.md", "*.py"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let files = String::from_utf8(listed.stdout).unwrap();
+    let joined = regex::Regex::new(r"\n\s*(?://[/!]?|#)?\s*").unwrap();
+    let citation = regex::Regex::new(r#"((?:docs/[a-z_]+|README)\.md),? "([^"]{3,100})""#).unwrap();
+    let heading = regex::Regex::new(r"(?m)^#+ (.+)$").unwrap();
+    let lead = regex::Regex::new(r"\*\*([^*]+?)\.\*\*").unwrap();
+    let mut wrong = Vec::new();
+    let mut cited = 0;
+    for file in files.lines() {
+        let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
+        let text = joined.replace_all(&text, " ");
+        for c in citation.captures_iter(&text) {
+            let (doc, section) = (&c[1], &c[2]);
+            let Ok(target) = std::fs::read_to_string(root.join(doc)) else { continue };
+            cited += 1;
+            let is_heading = heading.captures_iter(&target).any(|h| h[1].trim() == section);
+            let is_lead = lead.captures_iter(&target).any(|l| &l[1] == section);
+            if !is_heading && !is_lead {
+                wrong.push(format!("{file} cites {doc}, \"{section}\", which it does not hold"));
+            }
+        }
+    }
+    assert!(cited > 5, "only {cited} citations found: the pattern is wrong");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
