@@ -344,43 +344,58 @@ fn skip_record(out: &mut impl BufRead, scratch: &mut Vec<u8>) -> std::io::Result
     }
 }
 
-/// Reads the records of the first pass's `git log --name-only` as they come, and hands each
-/// commit, with its paths, to `each`, which returns false to stop; whether it stopped. A
-/// record's fields are read as [`each_patch_record`] reads them (at most a MiB of a message
-/// held); its paths whole (an import commit's: every path it adds).
-fn each_summary(out: impl BufRead, each: impl FnMut(Commit) -> bool) -> std::io::Result<bool> {
-    each_summary_in(out, FIELD_HELD, each)
+/// Where a reader of `git log`'s records is: before its first separator, among its records, or
+/// past its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Records {
+    Start,
+    Reading,
+    Done,
 }
 
-/// [`each_summary`] holding at most `held` bytes of a field.
-fn each_summary_in(
-    mut out: impl BufRead,
+/// The records of the first pass's `git log --name-only`, read as they come: each commit with
+/// its paths. A record's fields are read as [`PatchRecords`] reads them (at most `held` bytes of
+/// a message held); its paths whole (an import commit's: every path it adds).
+struct SummaryRecords<R> {
+    out: R,
     held: usize,
-    mut each: impl FnMut(Commit) -> bool,
-) -> std::io::Result<bool> {
-    let (mut piece, mut paths) = (Vec::new(), Vec::new());
-    if !skip_record(&mut out, &mut piece)? {
-        return Ok(false); // the bytes before the first separator, and nothing after them
+    piece: Vec<u8>,
+    paths: Vec<u8>,
+    at: Records,
+}
+
+impl<R: BufRead> SummaryRecords<R> {
+    fn new(out: R, held: usize) -> Self {
+        SummaryRecords { out, held, piece: Vec::new(), paths: Vec::new(), at: Records::Start }
     }
-    loop {
-        let (fields, mut stop) = read_head(&mut out, held, &mut piece)?;
-        reuse(&mut paths);
-        let files = match stop {
-            Stop::At(b) if b == FIELD as u8 => {
-                stop = read_piece(&mut out, [RECORD, RECORD], usize::MAX, &mut paths)?;
-                parse_paths(without_separator(&paths, stop))
+
+    /// The next commit, or `None` past the last record.
+    fn next_commit(&mut self) -> std::io::Result<Option<Commit>> {
+        if self.at == Records::Start {
+            // The bytes before the first separator are no record.
+            let found = skip_record(&mut self.out, &mut self.piece)?;
+            self.at = if found { Records::Reading } else { Records::Done };
+        }
+        while self.at == Records::Reading {
+            let (fields, mut stop) = read_head(&mut self.out, self.held, &mut self.piece)?;
+            reuse(&mut self.paths);
+            let files = match stop {
+                Stop::At(b) if b == FIELD as u8 => {
+                    stop =
+                        read_piece(&mut self.out, [RECORD, RECORD], usize::MAX, &mut self.paths)?;
+                    parse_paths(without_separator(&self.paths, stop))
+                }
+                _ => Vec::new(),
+            };
+            if stop == Stop::Eof {
+                self.at = Records::Done;
             }
-            _ => Vec::new(),
-        };
-        if let Some(mut commit) = parse_head(fields) {
-            commit.files = files;
-            if !each(commit) {
-                return Ok(true);
+            if let Some(mut commit) = parse_head(fields) {
+                commit.files = files;
+                return Ok(Some(commit));
             }
         }
-        if stop == Stop::Eof {
-            return Ok(false);
-        }
+        Ok(None)
     }
 }
 
@@ -394,62 +409,67 @@ fn reuse(buf: &mut Vec<u8>) {
     }
 }
 
-/// Reads the records of `git log -p` as they come, and hands each commit to `each`, which
-/// returns false to stop; whether it stopped. A record's fields are read with at most
-/// [`FIELD_HELD`] bytes of each held (a message of megabytes is counted past its first MiB,
-/// not held), its diff in pieces of at most [`DIFF_PIECE`] bytes, each ending at a line's end
-/// or before, into a [`DiffReader`]: no record is held whole, so an import commit's diff (most
-/// of a repository) is never in memory at once, nor a minified file's line of megabytes. Bytes
-/// that are not UTF-8 become U+FFFD, as if the record were read whole ([`Utf8Pieces`]).
-fn each_patch_record(
-    out: impl BufRead,
-    each: impl FnMut(Commit) -> bool,
-) -> Result<bool, ReadFailed> {
-    each_patch_record_in(out, DIFF_PIECE, FIELD_HELD, each)
-}
-
 /// Bytes of a diff read at a time: a line longer than this comes in pieces.
 const DIFF_PIECE: usize = 64 << 10;
 
-/// [`each_patch_record`] reading a diff `piece_max` bytes at a time at most, and holding at most
-/// `held` bytes of a field.
-fn each_patch_record_in(
-    mut out: impl BufRead,
+/// The records of `git log -p`, read as they come: each commit with its diff. A record's fields
+/// are read with at most `held` bytes of each held (a message of megabytes is counted past its
+/// first MiB, not held: [`FIELD_HELD`]), its diff in pieces of at most `piece_max` bytes
+/// ([`DIFF_PIECE`]), each ending at a line's end or before, into a [`DiffReader`]: no record is
+/// held whole, so an import commit's diff (most of a repository) is never in memory at once,
+/// nor a minified file's line of megabytes. Bytes that are not UTF-8 become U+FFFD, as if the
+/// record were read whole ([`Utf8Pieces`]).
+struct PatchRecords<R> {
+    out: R,
     piece_max: usize,
     held: usize,
-    mut each: impl FnMut(Commit) -> bool,
-) -> Result<bool, ReadFailed> {
-    let mut piece = Vec::new();
-    if !skip_record(&mut out, &mut piece)? {
-        return Ok(false); // the bytes before the first separator, and nothing after them
+    piece: Vec<u8>,
+    at: Records,
+}
+
+impl<R: BufRead> PatchRecords<R> {
+    fn new(out: R, piece_max: usize, held: usize) -> Self {
+        PatchRecords { out, piece_max, held, piece: Vec::new(), at: Records::Start }
     }
-    loop {
-        let (fields, head_stop) = read_head(&mut out, held, &mut piece)?;
-        let mut diff = DiffReader::default();
-        let mut text = Utf8Pieces::default();
-        let stop = match head_stop {
-            Stop::At(b) if b == FIELD as u8 => loop {
-                piece.clear();
-                let stop = read_piece(&mut out, [b'\n', RECORD], piece_max, &mut piece)?;
-                let bytes = piece.strip_suffix(&[RECORD]).unwrap_or(&piece);
-                diff.push(&text.decode(bytes, stop != Stop::Full));
-                match stop {
-                    Stop::At(b'\n') | Stop::Full => {}
-                    _ => break stop,
-                }
-            },
-            stop => stop,
-        };
-        if let Some(mut commit) = parse_head(fields) {
-            (commit.files, commit.diff) = diff.finish().map_err(ReadFailed::Spill)?;
-            if !each(commit) {
-                return Ok(true);
+
+    /// The next commit, or `None` past the last record.
+    fn next_commit(&mut self) -> Result<Option<Commit>, ReadFailed> {
+        if self.at == Records::Start {
+            let found = skip_record(&mut self.out, &mut self.piece)?;
+            self.at = if found { Records::Reading } else { Records::Done };
+        }
+        while self.at == Records::Reading {
+            let (fields, head_stop) = read_head(&mut self.out, self.held, &mut self.piece)?;
+            let mut diff = DiffReader::default();
+            let mut text = Utf8Pieces::default();
+            let stop = match head_stop {
+                Stop::At(b) if b == FIELD as u8 => loop {
+                    self.piece.clear();
+                    let stop = read_piece(
+                        &mut self.out,
+                        [b'\n', RECORD],
+                        self.piece_max,
+                        &mut self.piece,
+                    )?;
+                    let bytes = self.piece.strip_suffix(&[RECORD]).unwrap_or(&self.piece);
+                    diff.push(&text.decode(bytes, stop != Stop::Full));
+                    match stop {
+                        Stop::At(b'\n') | Stop::Full => {}
+                        _ => break stop,
+                    }
+                },
+                stop => stop,
+            };
+            if stop == Stop::Eof {
+                self.at = Records::Done;
+            }
+            reuse(&mut self.piece);
+            if let Some(mut commit) = parse_head(fields) {
+                (commit.files, commit.diff) = diff.finish().map_err(ReadFailed::Spill)?;
+                return Ok(Some(commit));
             }
         }
-        if stop == Stop::Eof {
-            return Ok(false);
-        }
-        reuse(&mut piece);
+        Ok(None)
     }
 }
 
@@ -494,7 +514,7 @@ fn unfinished(bytes: &[u8]) -> usize {
     0
 }
 
-/// Why `git log -p`'s records could not be read ([`each_patch_record`]).
+/// Why `git log -p`'s records could not be read ([`PatchRecords`]).
 #[derive(Debug)]
 enum ReadFailed {
     /// git's output could not be read.
@@ -697,13 +717,10 @@ fn feed(mut stdin: std::process::ChildStdin, request: String) -> std::thread::Jo
     })
 }
 
-/// Streams the commits `log` names to `each`; `each` returns false to stop early.
-pub(crate) fn for_each_commit(
-    dir: &Path,
-    log: Log<'_>,
-    each: impl FnMut(Commit) -> bool,
-) -> Result<(), GitError> {
-    for_each_commit_in_chunks(dir, log, LOG_CHUNK, summary_processes(), each)
+/// The commits `log` names, read from git as the iterator is advanced; dropping it early stops
+/// the `git log` processes still running, and that is no error.
+pub(crate) fn commits<'a>(dir: &Path, log: Log<'a>) -> Result<Commits<'a>, GitError> {
+    commits_in_chunks(dir, log, LOG_CHUNK, summary_processes())
 }
 
 /// How many `git log` processes the first pass runs at once: one a core, at most four.
@@ -711,29 +728,71 @@ fn summary_processes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(4)
 }
 
-/// [`for_each_commit`], asking one `git log` for `chunk` commits at a time. With a `--format`
-/// (git's `tformat`) each commit's record is written the same whatever comes before or after
-/// it, so the records are the bytes one `git log` of them all writes.
+/// [`commits`], asking one `git log` for `chunk` commits at a time. With a `--format` (git's
+/// `tformat`) each commit's record is written the same whatever comes before or after it, so
+/// the records are the bytes one `git log` of them all writes.
 ///
 /// The summaries' commits are the ones the caller listed with `git rev-list --all
 /// --date-order` ([`rev_list`], which holds only the commit graph, where `git log --all
 /// --date-order --name-only` holds every commit's message and trees), read in chunks in that
-/// order, `at_once` processes at a time ([`log_ahead`]): the
-/// first pass reads every commit, and listing a commit's paths is git's work (a tree diff),
-/// not the indexer's. The patches stream from one process at a time: the second pass may stop
-/// anywhere (a history span found again), and its rows are the indexer's work.
-fn for_each_commit_in_chunks(
+/// order, `at_once` processes at a time ([`Summaries`]): the first pass reads every commit, and
+/// listing a commit's paths is git's work (a tree diff), not the indexer's. The patches stream
+/// from one process at a time ([`Patches`]): the second pass may stop anywhere (a history span
+/// found again), and its rows are the indexer's work.
+fn commits_in_chunks<'a>(
     dir: &Path,
-    log: Log<'_>,
+    log: Log<'a>,
     chunk: usize,
     at_once: usize,
-    each: impl FnMut(Commit) -> bool,
-) -> Result<(), GitError> {
-    match log {
+) -> Result<Commits<'a>, GitError> {
+    let chunk = chunk.max(1);
+    let (args, source) = match log {
         Log::Summaries { listed, cache } => {
-            log_ahead(dir, listed.iter(), chunk, at_once, cache, each)
+            let args = log_args("--name-only");
+            let shas: Box<dyn Iterator<Item = String> + 'a> =
+                Box::new(listed.iter().map(|sha| sha.as_ref().to_string()));
+            let summaries = Summaries::new(&args, shas, listed.len(), chunk, at_once, cache)?;
+            (args, Source::Summaries(summaries))
         }
-        Log::Patches(shas) => log_patches(dir, shas, chunk, each),
+        Log::Patches(shas) => {
+            let patches = Patches { shas: shas.peekable(), chunk, running: None };
+            (log_args("-p"), Source::Patches(patches))
+        }
+    };
+    let attributes = funcname_attributes(dir)?;
+    Ok(Commits { dir: dir.to_path_buf(), args, attributes, source, done: false })
+}
+
+/// The commits of a pass, as [`commits`] reads them: an iterator of owned [`Commit`]s.
+pub(crate) struct Commits<'a> {
+    dir: PathBuf,
+    args: Vec<&'static str>,
+    attributes: Attributes,
+    source: Source<'a>,
+    done: bool,
+}
+
+/// Where a pass's commits come from.
+enum Source<'a> {
+    Summaries(Summaries<'a>),
+    Patches(Patches<'a>),
+}
+
+impl Iterator for Commits<'_> {
+    type Item = Result<Commit, GitError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let (dir, args, attributes) = (self.dir.as_path(), &self.args[..], self.attributes.path());
+        let next = match &mut self.source {
+            Source::Summaries(s) => s.next_commit(dir, args, attributes),
+            Source::Patches(p) => p.next_commit(dir, args, attributes),
+        };
+        // After the last commit or an error, nothing more.
+        self.done = !matches!(next, Ok(Some(_)));
+        next.transpose()
     }
 }
 
@@ -790,25 +849,111 @@ fn next_request(shas: &mut impl Iterator<Item = impl AsRef<str>>, chunk: usize) 
     request
 }
 
-/// `git log --no-walk=unsorted --stdin -p` over `shas`, in that order, `chunk` at a time.
-fn log_patches(
-    dir: &Path,
-    shas: impl Iterator<Item = impl AsRef<str>>,
+/// The second pass: `git log --no-walk=unsorted --stdin -p` over `shas`, in that order, `chunk`
+/// at a time, one process after another.
+struct Patches<'a> {
+    shas: std::iter::Peekable<Box<dyn Iterator<Item = String> + 'a>>,
     chunk: usize,
-    mut each: impl FnMut(Commit) -> bool,
-) -> Result<(), GitError> {
-    let args = log_args("-p");
-    let attributes = funcname_attributes(dir)?;
-    let mut shas = shas.peekable();
-    let mut going = true;
-    while going && shas.peek().is_some() {
-        let request = next_request(&mut shas, chunk);
-        log_patch_records(dir, attributes.path(), &args, request, |c| {
-            going = each(c);
-            going
-        })?;
+    running: Option<PatchProcess>,
+}
+
+impl Patches<'_> {
+    fn next_commit(
+        &mut self,
+        dir: &Path,
+        args: &[&str],
+        attributes: &Path,
+    ) -> Result<Option<Commit>, GitError> {
+        loop {
+            if let Some(git) = &mut self.running {
+                match git.records.next_commit() {
+                    Ok(Some(commit)) => return Ok(Some(commit)),
+                    Ok(None) => self.running.take().map_or(Ok(()), |git| git.finish(dir, args))?,
+                    Err(e) => {
+                        self.running = None; // stopped and reaped as it drops
+                        return Err(match e {
+                            ReadFailed::Output(source) => {
+                                GitError::Spawn { dir: dir.to_path_buf(), source }
+                            }
+                            ReadFailed::Spill(e) => GitError::Spill(e),
+                        });
+                    }
+                }
+            }
+            if self.shas.peek().is_none() {
+                return Ok(None);
+            }
+            let request = next_request(&mut self.shas, self.chunk);
+            self.running = Some(PatchProcess::spawn(dir, attributes, args, request)?);
+        }
     }
-    Ok(())
+}
+
+/// One `git log -p` of the second pass: a SHA a line on its stdin, written from a thread of its
+/// own ([`feed`]), its records read from its stdout as they come ([`PatchRecords`]).
+struct PatchProcess {
+    child: std::process::Child,
+    feeder: Option<std::thread::JoinHandle<()>>,
+    records: PatchRecords<BufReader<std::process::ChildStdout>>,
+    waited: bool,
+}
+
+impl PatchProcess {
+    fn spawn(
+        dir: &Path,
+        attributes: &Path,
+        args: &[&str],
+        request: String,
+    ) -> Result<PatchProcess, GitError> {
+        let mut child = log_command(dir, attributes, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+        let feeder = child.stdin.take().map(|stdin| feed(stdin, request));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let records =
+            PatchRecords::new(BufReader::with_capacity(1 << 20, stdout), DIFF_PIECE, FIELD_HELD);
+        Ok(PatchProcess { child, feeder, records, waited: false })
+    }
+
+    /// Once its output is read to the end: an error naming what git said when it failed.
+    fn finish(mut self, dir: &Path, args: &[&str]) -> Result<(), GitError> {
+        if let Some(f) = self.feeder.take() {
+            let _ = f.join();
+        }
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        let status = self
+            .child
+            .wait()
+            .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
+        self.waited = true;
+        if !status.success() {
+            return Err(GitError::Failed {
+                dir: dir.to_path_buf(),
+                args: args.join(" "),
+                stderr: stderr.trim().to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PatchProcess {
+    /// A process not read to its end (the reader stopped or failed) is stopped and reaped.
+    fn drop(&mut self) {
+        if !self.waited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if let Some(f) = self.feeder.take() {
+            let _ = f.join();
+        }
+    }
 }
 
 /// One `git log` of the first pass, run ahead of its turn: its stdin, stdout and stderr are
@@ -871,92 +1016,124 @@ impl Drop for Ahead {
     }
 }
 
-/// The first pass's `git log --no-walk=unsorted --stdin --name-only` over `shas`, in that
-/// order, `chunk` commits a process (as [`log_patches`] asks for the second pass's), up to
-/// `at_once` processes running at a time, each writing its chunk to a file ([`Ahead`]); the
-/// chunks are read in order, so `each` sees the commits as one process would give them. On 2 cores the
-/// 400k-commit history's paths took 4.8 s so against 9.9 one process at a time
-/// (docs/performance.md).
+/// The first pass: `git log --no-walk=unsorted --stdin --name-only` over `shas`, in that order,
+/// `chunk` commits a process (as [`Patches`] asks for the second pass's), up to `at_once`
+/// processes running at a time, each writing its chunk to a file ([`Ahead`]); the chunks are
+/// read in order, so the commits come as one process would give them. On 2 cores the
+/// 400k-commit history's paths take half the time of one process at a time.
 ///
 /// With a `cache`, a chunk it holds is read from there and git is not asked for it; the
 /// others are kept there as git writes them ([`SummaryCache`]). The chunks are counted from
 /// the oldest commit: the first (newest) one takes what is left over.
-fn log_ahead(
-    dir: &Path,
-    shas: impl ExactSizeIterator<Item = impl AsRef<str>>,
+struct Summaries<'a> {
+    shas: std::iter::Peekable<Box<dyn Iterator<Item = String> + 'a>>,
     chunk: usize,
+    /// The size of the next chunk: the first takes what the others leave over.
+    next_chunk: usize,
     at_once: usize,
-    cache: Option<&SummaryCache>,
-    mut each: impl FnMut(Commit) -> bool,
-) -> Result<(), GitError> {
-    let args = log_args("--name-only");
-    let attributes = funcname_attributes(dir)?;
-    let spawn_error = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
-    let chunk = chunk.max(1);
-    let mut first = match shas.len() % chunk {
-        0 => chunk,
-        n => n,
-    };
-    let cache = cache.filter(|c| std::fs::create_dir_all(&c.dir).is_ok());
-    let salt = match cache {
-        Some(_) => format!("{}\n{}", version()?, args.join(" ")),
-        None => String::new(),
-    };
-    let mut used = std::collections::HashSet::new();
-    let mut shas = shas.peekable();
-    let mut pending = std::collections::VecDeque::new();
-    loop {
-        while pending.len() < at_once.max(1) && shas.peek().is_some() {
-            let request = next_request(&mut shas, std::mem::replace(&mut first, chunk));
-            let path = cache.map(|c| c.path(&salt, &request));
-            if let (Some(c), Some(path)) = (cache, &path) {
-                used.insert(path.clone());
-                if let Some(file) = c.open(path, &request) {
-                    pending.push_back(Pending::Cached(file));
-                    continue;
-                }
-            }
-            let out_dir = cache.map(|c| c.dir.as_path());
-            let git = Ahead::spawn(dir, attributes.path(), &args, &request, out_dir)
-                .map_err(spawn_error)?;
-            pending.push_back(Pending::Running { git, keep: path });
-        }
-        let out = match pending.pop_front() {
-            None => {
-                if let Some(c) = cache {
-                    c.keep_only(&used);
-                }
-                return Ok(());
-            }
-            Some(Pending::Cached(file)) => file,
-            Some(Pending::Running { mut git, keep }) => {
-                let status = git.child.wait().map_err(spawn_error)?;
-                if !status.success() {
-                    let mut stderr = String::new();
-                    let _ = std::io::Seek::rewind(&mut git.err);
-                    let _ = git.err.read_to_string(&mut stderr);
-                    return Err(GitError::Failed {
-                        dir: dir.to_path_buf(),
-                        args: args.join(" "),
-                        stderr: stderr.trim().to_string(),
-                    });
-                }
-                // Renamed whole once git has written it: a cache file is never partial.
-                if let (Some(named), Some(path)) = (git.named.take(), keep)
-                    && let Err(e) = named.persist(&path)
-                {
-                    let (file, error) = (path.display(), &e.error);
-                    tracing::warn!(%file, %error, "a first-pass chunk could not be cached");
-                }
-                let mut file = git.out.try_clone().map_err(spawn_error)?;
-                std::io::Seek::rewind(&mut file).map_err(spawn_error)?;
-                file
-            }
+    cache: Option<&'a SummaryCache>,
+    /// What names a chunk in the cache beside its SHAs: git's version and the pass's arguments.
+    salt: String,
+    used: std::collections::HashSet<PathBuf>,
+    pending: std::collections::VecDeque<Pending>,
+    reading: Option<SummaryRecords<BufReader<std::fs::File>>>,
+}
+
+impl<'a> Summaries<'a> {
+    fn new(
+        args: &[&str],
+        shas: Box<dyn Iterator<Item = String> + 'a>,
+        count: usize,
+        chunk: usize,
+        at_once: usize,
+        cache: Option<&'a SummaryCache>,
+    ) -> Result<Summaries<'a>, GitError> {
+        let cache = cache.filter(|c| std::fs::create_dir_all(&c.dir).is_ok());
+        let salt = match cache {
+            Some(_) => format!("{}\n{}", version()?, args.join(" ")),
+            None => String::new(),
         };
-        let stopped = each_summary(BufReader::with_capacity(1 << 20, &out), &mut each)
-            .map_err(spawn_error)?;
-        if stopped {
-            return Ok(()); // the processes still running are stopped as they drop
+        Ok(Summaries {
+            shas: shas.peekable(),
+            chunk,
+            next_chunk: match count % chunk {
+                0 => chunk,
+                n => n,
+            },
+            at_once: at_once.max(1),
+            cache,
+            salt,
+            used: std::collections::HashSet::new(),
+            pending: std::collections::VecDeque::new(),
+            reading: None,
+        })
+    }
+
+    fn next_commit(
+        &mut self,
+        dir: &Path,
+        args: &[&str],
+        attributes: &Path,
+    ) -> Result<Option<Commit>, GitError> {
+        let spawn_error = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
+        loop {
+            if let Some(records) = &mut self.reading {
+                match records.next_commit().map_err(spawn_error)? {
+                    Some(commit) => return Ok(Some(commit)),
+                    None => self.reading = None,
+                }
+            }
+            while self.pending.len() < self.at_once && self.shas.peek().is_some() {
+                let size = std::mem::replace(&mut self.next_chunk, self.chunk);
+                let request = next_request(&mut self.shas, size);
+                let path = self.cache.map(|c| c.path(&self.salt, &request));
+                if let (Some(c), Some(path)) = (self.cache, &path) {
+                    self.used.insert(path.clone());
+                    if let Some(file) = c.open(path, &request) {
+                        self.pending.push_back(Pending::Cached(file));
+                        continue;
+                    }
+                }
+                let out_dir = self.cache.map(|c| c.dir.as_path());
+                let git =
+                    Ahead::spawn(dir, attributes, args, &request, out_dir).map_err(spawn_error)?;
+                self.pending.push_back(Pending::Running { git, keep: path });
+            }
+            let out = match self.pending.pop_front() {
+                None => {
+                    // A complete pass: the cache keeps only the chunks it used.
+                    if let Some(c) = self.cache {
+                        c.keep_only(&self.used);
+                    }
+                    return Ok(None);
+                }
+                Some(Pending::Cached(file)) => file,
+                Some(Pending::Running { mut git, keep }) => {
+                    let status = git.child.wait().map_err(spawn_error)?;
+                    if !status.success() {
+                        let mut stderr = String::new();
+                        let _ = std::io::Seek::rewind(&mut git.err);
+                        let _ = git.err.read_to_string(&mut stderr);
+                        return Err(GitError::Failed {
+                            dir: dir.to_path_buf(),
+                            args: args.join(" "),
+                            stderr: stderr.trim().to_string(),
+                        });
+                    }
+                    // Renamed whole once git has written it: a cache file is never partial.
+                    if let (Some(named), Some(path)) = (git.named.take(), keep)
+                        && let Err(e) = named.persist(&path)
+                    {
+                        let (file, error) = (path.display(), &e.error);
+                        tracing::warn!(%file, %error, "a first-pass chunk could not be cached");
+                    }
+                    let mut file = git.out.try_clone().map_err(spawn_error)?;
+                    std::io::Seek::rewind(&mut file).map_err(spawn_error)?;
+                    file
+                }
+            };
+            let out = BufReader::with_capacity(1 << 20, out);
+            self.reading = Some(SummaryRecords::new(out, FIELD_HELD));
         }
     }
 }
@@ -979,51 +1156,6 @@ pub(crate) fn rev_list(dir: &Path) -> Result<Shas, GitError> {
     };
     let lines = out.split(|&b| b == b'\n').filter(|l| !l.is_empty());
     Ok(Shas::of(lines.map(String::from_utf8_lossy)))
-}
-
-/// Runs `git log -p` with `args` and `request` (a SHA a line) on its stdin, and hands each
-/// commit to `each` as it comes ([`each_patch_record`]), which returns false to stop: git is
-/// then killed and that is no error.
-fn log_patch_records(
-    dir: &Path,
-    attributes: &Path,
-    args: &[&str],
-    request: String,
-    each: impl FnMut(Commit) -> bool,
-) -> Result<(), GitError> {
-    let mut child = log_command(dir, attributes, args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let feeder = child.stdin.take().map(|stdin| feed(stdin, request));
-    let stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout is piped"));
-    let stopped = each_patch_record(stdout, each);
-    if !matches!(stopped, Ok(false)) {
-        let _ = child.kill(); // stopped, or its output could not be read
-    }
-    if let Some(f) = feeder {
-        let _ = f.join();
-    }
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
-    let status =
-        child.wait().map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
-    let stopped = stopped.map_err(|e| match e {
-        ReadFailed::Output(source) => GitError::Spawn { dir: dir.to_path_buf(), source },
-        ReadFailed::Spill(e) => GitError::Spill(e),
-    })?;
-    if !stopped && !status.success() {
-        return Err(GitError::Failed {
-            dir: dir.to_path_buf(),
-            args: args.join(" "),
-            stderr: stderr.trim().to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// A record buffer larger than this is not kept for the next record: one large record (a long
@@ -1075,62 +1207,235 @@ pub(crate) fn tree_files(dir: &Path, commit: &str) -> Result<Vec<String>, GitErr
         .collect())
 }
 
-/// Reads the blobs `<commit>:<path>` of `paths` through one `git cat-file --batch`, one at a
-/// time, handing each to `each` in order. A blob larger than `max_bytes` is passed over unread
-/// (never held), and a path that names no blob is left out: a build holds one file at a time
-/// here, not the tree.
-pub(crate) fn for_each_blob(
+/// The blobs `<commit>:<path>` of `paths`, read through one `git cat-file --batch` one at a
+/// time, in order, as the iterator is advanced: each path with its bytes. A blob larger than
+/// `max_bytes` is passed over unread (never held), and a path that names no blob is left out:
+/// a build holds one file at a time here, not the tree.
+pub(crate) fn blobs<'a>(
     dir: &Path,
     commit: &str,
-    paths: &[String],
+    paths: &'a [String],
     max_bytes: u64,
-    mut each: impl FnMut(&str, Vec<u8>),
-) -> Result<(), GitError> {
+) -> Result<Blobs<'a>, GitError> {
+    let mut blobs = Blobs {
+        dir: dir.to_path_buf(),
+        git: None,
+        paths: paths.iter(),
+        max_bytes,
+        header: String::new(),
+    };
     if paths.is_empty() {
-        return Ok(());
+        return Ok(blobs);
     }
-    let spawn_err = |source| GitError::Spawn { dir: dir.to_path_buf(), source };
     let mut child = git(dir)
         .args(["cat-file", "--batch"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(spawn_err)?;
+        .map_err(|source| GitError::Spawn { dir: dir.to_path_buf(), source })?;
     let request: String = paths.iter().map(|p| format!("{commit}:{p}\n")).collect();
     let writer = feed(child.stdin.take().expect("stdin is piped"), request);
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
-    let mut header = String::new();
-    for p in paths {
-        header.clear();
-        stdout.read_line(&mut header).map_err(spawn_err)?;
-        // `<sha> <type> <size>`, then the content and a newline; `<name> missing` (the name
-        // as asked, spaces and all) and `<name> ambiguous` have no content.
-        let line = header.trim_end();
-        if line.ends_with(" missing") || line.ends_with(" ambiguous") {
-            continue;
+    let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    blobs.git = Some(CatFile { child, writer: Some(writer), stdout });
+    Ok(blobs)
+}
+
+/// The blobs [`blobs`] reads.
+pub(crate) struct Blobs<'a> {
+    dir: PathBuf,
+    git: Option<CatFile>,
+    paths: std::slice::Iter<'a, String>,
+    max_bytes: u64,
+    header: String,
+}
+
+/// The `git cat-file --batch` a [`Blobs`] reads.
+struct CatFile {
+    child: std::process::Child,
+    writer: Option<std::thread::JoinHandle<()>>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for CatFile {
+    /// Stopped if it was not read to its end, and reaped.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
         }
-        let mut fields = line.rsplitn(3, ' ');
-        let (Some(size), Some(kind)) = (fields.next(), fields.next()) else { continue };
-        let Ok(size) = size.parse::<u64>() else { continue };
-        if kind != "blob" || size > max_bytes {
-            std::io::copy(&mut (&mut stdout).take(size + 1), &mut std::io::sink())
-                .map_err(spawn_err)?;
-            continue;
-        }
-        let mut blob = vec![0u8; size as usize + 1];
-        stdout.read_exact(&mut blob).map_err(spawn_err)?;
-        blob.pop();
-        each(p, blob);
+        let _ = self.child.wait();
     }
-    let _ = writer.join();
-    let _ = child.wait();
-    Ok(())
+}
+
+impl<'a> Iterator for Blobs<'a> {
+    type Item = Result<(&'a str, Vec<u8>), GitError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let git = self.git.as_mut()?;
+        let read = |e| GitError::Spawn { dir: self.dir.clone(), source: e };
+        for p in self.paths.by_ref() {
+            self.header.clear();
+            if let Err(e) = git.stdout.read_line(&mut self.header) {
+                self.git = None;
+                return Some(Err(read(e)));
+            }
+            // `<sha> <type> <size>`, then the content and a newline; `<name> missing` (the name
+            // as asked, spaces and all) and `<name> ambiguous` have no content.
+            let line = self.header.trim_end();
+            if line.ends_with(" missing") || line.ends_with(" ambiguous") {
+                continue;
+            }
+            let mut fields = line.rsplitn(3, ' ');
+            let (Some(size), Some(kind)) = (fields.next(), fields.next()) else { continue };
+            let Ok(size) = size.parse::<u64>() else { continue };
+            if kind != "blob" || size > self.max_bytes {
+                let skipped =
+                    std::io::copy(&mut (&mut git.stdout).take(size + 1), &mut std::io::sink());
+                if let Err(e) = skipped {
+                    self.git = None;
+                    return Some(Err(read(e)));
+                }
+                continue;
+            }
+            let mut blob = vec![0u8; size as usize + 1];
+            if let Err(e) = git.stdout.read_exact(&mut blob) {
+                self.git = None;
+                return Some(Err(read(e)));
+            }
+            blob.pop();
+            return Some(Ok((p.as_str(), blob)));
+        }
+        self.git = None; // read to its end: reaped
+        None
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The first pass's records of `out` to `each`, holding `held` bytes of a field; whether
+    /// `each` stopped them.
+    fn each_summary_in(
+        out: impl BufRead,
+        held: usize,
+        mut each: impl FnMut(Commit) -> bool,
+    ) -> std::io::Result<bool> {
+        let mut records = SummaryRecords::new(out, held);
+        while let Some(c) = records.next_commit()? {
+            if !each(c) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The second pass's records of `out` to `each`; whether `each` stopped them.
+    fn each_patch_record(
+        out: impl BufRead,
+        each: impl FnMut(Commit) -> bool,
+    ) -> Result<bool, ReadFailed> {
+        each_patch_record_in(out, DIFF_PIECE, FIELD_HELD, each)
+    }
+
+    fn each_patch_record_in(
+        out: impl BufRead,
+        piece_max: usize,
+        held: usize,
+        mut each: impl FnMut(Commit) -> bool,
+    ) -> Result<bool, ReadFailed> {
+        let mut records = PatchRecords::new(out, piece_max, held);
+        while let Some(c) = records.next_commit()? {
+            if !each(c) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Every commit of `commits` to `each` until it returns false.
+    fn each_of(
+        commits: Result<Commits<'_>, GitError>,
+        mut each: impl FnMut(Commit) -> bool,
+    ) -> Result<(), GitError> {
+        for c in commits? {
+            if !each(c?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn for_each_commit_in_chunks(
+        dir: &Path,
+        log: Log<'_>,
+        chunk: usize,
+        at_once: usize,
+        each: impl FnMut(Commit) -> bool,
+    ) -> Result<(), GitError> {
+        each_of(commits_in_chunks(dir, log, chunk, at_once), each)
+    }
+
+    fn for_each_commit(
+        dir: &Path,
+        log: Log<'_>,
+        each: impl FnMut(Commit) -> bool,
+    ) -> Result<(), GitError> {
+        each_of(commits(dir, log), each)
+    }
+
+    /// The second pass over `shas`, `chunk` commits a process.
+    fn log_patches(
+        dir: &Path,
+        shas: impl Iterator<Item = impl AsRef<str>>,
+        chunk: usize,
+        each: impl FnMut(Commit) -> bool,
+    ) -> Result<(), GitError> {
+        let shas: Vec<String> = shas.map(|s| s.as_ref().to_string()).collect();
+        each_of(commits_in_chunks(dir, Log::Patches(Box::new(shas.into_iter())), chunk, 1), each)
+    }
+
+    /// The first pass over any `shas` (not only a `rev_list`'s), `chunk` commits a process,
+    /// `at_once` processes at a time.
+    fn log_ahead(
+        dir: &Path,
+        shas: impl ExactSizeIterator<Item = impl AsRef<str>>,
+        chunk: usize,
+        at_once: usize,
+        cache: Option<&SummaryCache>,
+        each: impl FnMut(Commit) -> bool,
+    ) -> Result<(), GitError> {
+        let args = log_args("--name-only");
+        let count = shas.len();
+        let shas: Vec<String> = shas.map(|s| s.as_ref().to_string()).collect();
+        let commits = || -> Result<Commits<'_>, GitError> {
+            let summaries =
+                Summaries::new(&args, Box::new(shas.into_iter()), count, chunk, at_once, cache)?;
+            Ok(Commits {
+                dir: dir.to_path_buf(),
+                args: args.clone(),
+                attributes: funcname_attributes(dir)?,
+                source: Source::Summaries(summaries),
+                done: false,
+            })
+        };
+        each_of(commits(), each)
+    }
+
+    fn for_each_blob(
+        dir: &Path,
+        commit: &str,
+        paths: &[String],
+        max_bytes: u64,
+        mut each: impl FnMut(&str, Vec<u8>),
+    ) -> Result<(), GitError> {
+        for blob in blobs(dir, commit, paths, max_bytes)? {
+            let (path, bytes) = blob?;
+            each(path, bytes);
+        }
+        Ok(())
+    }
 
     /// Runs git in `dir` with a fixed identity, failing the test if it fails (with what git
     /// said); its stdout.

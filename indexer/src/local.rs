@@ -58,14 +58,13 @@ pub(crate) fn read_repo(
     let mut history = History::listing(Arc::new(git::rev_list(dir)?));
     let listed = history.listed();
     let mut read = 0usize;
-    git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: summaries }, |c| {
-        history.push(&c);
+    for c in git::commits(dir, git::Log::Summaries { listed: &listed, cache: summaries })? {
+        history.push(&c?);
         read += 1;
         if read.is_multiple_of(1000) {
             progress(&format!("{read} commits"));
         }
-        true
-    })?;
+    }
     drop(listed);
     history.finish();
     history.tags = git::tags(dir)?;
@@ -171,8 +170,8 @@ impl CommitRows {
         let (mut at, all) = (from, self.history.len());
         let history = &self.history;
         let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
-        let mut failed = None;
-        git::for_each_commit(&self.dir, git::Log::Patches(Box::new(shas)), |mut c| {
+        for c in git::commits(&self.dir, git::Log::Patches(Box::new(shas)))? {
+            let mut c = c?;
             let commit_row = wants_commits
                 .then(|| {
                     let merged = if c.parents.len() > 1 {
@@ -190,15 +189,16 @@ impl CommitRows {
             at += 1;
             let going = each(at - 1, &mut rows);
             if let Some(e) = rows.failed.take() {
-                failed = Some(e);
-                return false;
+                return Err(GitError::Spill(e));
             }
             if at.is_multiple_of(200) || at == all {
                 progress(at, all);
             }
-            going
-        })?;
-        failed.map_or(Ok(()), |e| Err(GitError::Spill(e)))
+            if !going {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The repository's name and web address, as its rows give them.
@@ -248,18 +248,15 @@ fn read_code(
         .cloned()
         .collect();
     let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
-    let mut spilled = Ok(());
-    git::for_each_blob(dir, head, &paths, rules.code.max_file_bytes, |path, bytes| {
-        if spilled.is_err() {
-            return;
-        }
+    for blob in git::blobs(dir, head, &paths, rules.code.max_file_bytes)? {
+        let (path, bytes) = blob?;
         if bytes[..bytes.len().min(8000)].contains(&0) {
-            return;
+            continue;
         }
-        let Ok(text) = String::from_utf8(bytes) else { return };
+        let Ok(text) = String::from_utf8(bytes) else { continue };
         // Its first 2,000 bytes, cut back to a character's start (a file is any UTF-8).
         if looks_generated(&text[..text.floor_char_boundary(2000)]) {
-            return;
+            continue;
         }
         let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
         let updated = history.last_change(path);
@@ -292,9 +289,9 @@ fn read_code(
             language: language.map(str::to_string),
             content: text,
         };
-        spilled = keep(rules, out, file, rows);
-    })?;
-    spilled.map_err(GitError::Spill)
+        keep(rules, out, file, rows).map_err(GitError::Spill)?;
+    }
+    Ok(())
 }
 
 /// Writes `file` and the rows of it `rules` keep to `out`, unless its path is excluded (then
@@ -321,10 +318,9 @@ pub(crate) fn read_wiki(
 ) -> Result<TreeFiles, GitError> {
     let mut history = History::listing(Arc::new(git::rev_list(dir)?));
     let listed = history.listed();
-    git::for_each_commit(dir, git::Log::Summaries { listed: &listed, cache: None }, |c| {
-        history.push(&c);
-        true
-    })?;
+    for c in git::commits(dir, git::Log::Summaries { listed: &listed, cache: None })? {
+        history.push(&c?);
+    }
     let mut out = TreeFiles::default();
     if let Some(tree) = head_tree(dir)? {
         read_docs(dir, &tree, repo, web, DocSource::Wiki, rules, &history, &mut out)?;
@@ -361,11 +357,8 @@ fn read_docs(
 ) -> Result<(), GitError> {
     let head = &tree.head;
     let docs: Vec<String> = tree.files.iter().filter(|p| is_markdown(p)).cloned().collect();
-    let mut spilled = Ok(());
-    git::for_each_blob(dir, head, &docs, DOC_MAX_BYTES, |path, bytes| {
-        if spilled.is_err() {
-            return;
-        }
+    for blob in git::blobs(dir, head, &docs, DOC_MAX_BYTES)? {
+        let (path, bytes) = blob?;
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -382,9 +375,9 @@ fn read_docs(
             language: Some("markdown".into()),
             content: text,
         };
-        spilled = keep(rules, out, file, rows);
-    })?;
-    spilled.map_err(GitError::Spill)
+        keep(rules, out, file, rows).map_err(GitError::Spill)?;
+    }
+    Ok(())
 }
 
 fn is_markdown(path: &str) -> bool {
