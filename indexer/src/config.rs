@@ -183,7 +183,7 @@ impl RepoRules {
     }
 
     /// What of these rules decides which history rows are kept, as text: the kept types and
-    /// the excluded paths' globs (part of a history span's key, [`crate::spans`]).
+    /// the excluded paths' globs (part of a history span's key, [`crate::pipeline::spans`]).
     pub(crate) fn history_identity(&self) -> String {
         let mut types: Vec<&str> = self.types.iter().map(|t| t.as_str()).collect();
         types.sort_unstable();

@@ -33,7 +33,7 @@ pub fn embed_bench_corpus(root: &Path) -> anyhow::Result<Vec<String>> {
     for p in paths.iter().filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md")) {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        corpus.extend(crate::markdown::chunk_markdown(&text).into_iter().map(|c| c.text));
+        corpus.extend(crate::sources::markdown::chunk_markdown(&text).into_iter().map(|c| c.text));
     }
     anyhow::ensure!(
         !corpus.is_empty(),

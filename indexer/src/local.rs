@@ -1,6 +1,6 @@
 //! Rows from a local git repository: one `commit` row per commit on every branch and one `diff`
 //! row per file it changed, `doc` rows for the markdown files at HEAD (chunked by heading) and
-//! `code` rows for the other text files at HEAD (chunked by syntax, see [`crate::code`]).
+//! `code` rows for the other text files at HEAD (chunked by syntax, see [`crate::sources::code`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,15 +9,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use hubdex_formats::{BODY_MAX_CHARS, FileText, Row, RowType, row_id};
 
-use crate::code::{ChunkOptions, Lang, chunk_code, plain_language};
 use crate::config::{RepoRules, looks_generated};
-use crate::diff::{Cut, FilePatch};
-use crate::git::{self, Commit, GitError};
-use crate::history::{CommitNo, History};
-use crate::markdown::chunk_markdown;
-use crate::message::Message;
-use crate::refs::find_refs;
-use crate::tree::TreeFiles;
+use crate::graph::history::{CommitNo, History};
+use crate::sources::code::{ChunkOptions, Lang, chunk_code, plain_language};
+use crate::sources::diff::{Cut, FilePatch};
+use crate::sources::git::{self, Commit, GitError};
+use crate::sources::markdown::chunk_markdown;
+use crate::sources::message::Message;
+use crate::sources::refs::find_refs;
+use crate::sources::tree::TreeFiles;
 
 /// Markdown files larger than this are skipped (generated changelogs, dumps).
 const DOC_MAX_BYTES: u64 = 1 << 20;
@@ -227,7 +227,7 @@ impl CommitRows {
     }
 }
 
-/// Reads the source files at HEAD as `code` rows (see [`crate::code`]): every text file that is
+/// Reads the source files at HEAD as `code` rows (see [`crate::sources::code`]): every text file that is
 /// not markdown, not vendored or generated, and not larger than the rules allow. Each file goes
 /// to `out` as it is read.
 fn read_code(
@@ -572,7 +572,7 @@ fn named_in(title: Option<&str>, head: &str, repo: &str) -> (Option<i64>, Vec<i6
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         digits.parse::<i64>().ok()
     });
-    (squashed.or(merge), crate::edges::closed_issues(&message, repo))
+    (squashed.or(merge), crate::graph::edges::closed_issues(&message, repo))
 }
 
 /// What a crawl's threads say of the commits (what the tests' `link_threads` applies): each
@@ -597,7 +597,7 @@ impl ThreadLinks {
                 RowType::PullRequest => {
                     let body: String = r.body.chars().take(PR_BODY_CHARS).collect();
                     let text = format!("Pull request #{n}: {title}\n{}", body.trim());
-                    pulls.insert(n, (text, crate::edges::closed_issues(&r.body, &r.repo)));
+                    pulls.insert(n, (text, crate::graph::edges::closed_issues(&r.body, &r.repo)));
                 }
                 RowType::Issue => {
                     issues.insert(n, format!("Closes issue #{n}: {title}"));
@@ -679,7 +679,7 @@ impl ThreadLinks {
 }
 
 /// One commit's kept rows in id order, each made as it is taken: a diff row's file part is
-/// taken (read back from its temporary file, for a commit of many files: [`crate::diff::FileParts`]) only
+/// taken (read back from its temporary file, for a commit of many files: [`crate::sources::diff::FileParts`]) only
 /// when its turn comes, so a commit of thousands of files is never held as rows. A part that
 /// cannot be read back ends the rows; [`CommitRows::for_each_commit_rows`] then fails.
 pub(crate) struct OneCommit<'a> {
@@ -861,7 +861,7 @@ pub(crate) fn doc_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::Diff;
+    use crate::sources::diff::Diff;
 
     #[test]
     fn a_code_file_with_a_character_across_its_2000th_byte_is_read() {
@@ -869,12 +869,12 @@ mod tests {
         // the check for a generated file reads the file's head up to a character's start.
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        crate::git::tests::git_ok(d, &["init", "-q", "-b", "main"]);
+        crate::sources::git::tests::git_ok(d, &["init", "-q", "-b", "main"]);
         let text = format!("// {}\u{2502}\nfn main() {{}}\n", "x".repeat(1996));
         assert!(!text.is_char_boundary(2000));
         std::fs::write(d.join("main.rs"), &text).unwrap();
-        crate::git::tests::git_ok(d, &["add", "-A"]);
-        crate::git::tests::git_ok(d, &["commit", "-q", "-m", "one file"]);
+        crate::sources::git::tests::git_ok(d, &["add", "-A"]);
+        crate::sources::git::tests::git_ok(d, &["commit", "-q", "-m", "one file"]);
         let content = read_repo(d, "o/r", None, &RepoRules::default(), None, |_| {}).unwrap();
         let mut files = Vec::new();
         content
@@ -891,7 +891,7 @@ mod tests {
 
     #[test]
     fn a_commit_s_rows_come_in_id_order_made_as_taken_whether_its_parts_are_held_or_written_out() {
-        use crate::diff::PARTS_HELD;
+        use crate::sources::diff::PARTS_HELD;
         let text: String = (0..40)
             .map(|i| format!("diff --git a/f{i}.rs b/f{i}.rs\n@@ -1 +1 @@ fn f{i}(\n-a\n+b {i}\n"))
             .collect();
@@ -932,7 +932,7 @@ mod tests {
 
     #[test]
     fn rows_of_a_diff_whose_long_lines_were_counted_not_held_are_the_rows_of_the_whole_diff() {
-        use crate::diff::PARTS_HELD;
+        use crate::sources::diff::PARTS_HELD;
         use hubdex_formats::BODY_MAX_CHARS;
         // A minified file's one line, a long line of several-byte characters ending in
         // whitespace, lines past the cut, and a short file: what rows hold of each.
@@ -988,7 +988,8 @@ mod tests {
             (3, format!("diff --git a/s.rs b/s.rs\n{long}")),
         ] {
             let files: Vec<String> = (0..n).map(|i| format!("vendor/pâth/{i}.rs")).collect();
-            let (_, diff) = Diff::read(&diff, &[], crate::diff::PARTS_HELD, BODY_MAX_CHARS);
+            let (_, diff) =
+                Diff::read(&diff, &[], crate::sources::diff::PARTS_HELD, BODY_MAX_CHARS);
             let mut c = Commit {
                 sha: "e".repeat(40),
                 parents: vec!["1".repeat(40), "2".repeat(40)],
@@ -1033,7 +1034,7 @@ mod tests {
         );
         let text = "diff --git a/s.rs b/s.rs\n@@ -1 +1 @@ fn s(\n-a\n+b\n";
         let rows = |message: &str, message_more: usize| {
-            let (files, diff) = Diff::read(text, &[], crate::diff::PARTS_HELD, usize::MAX);
+            let (files, diff) = Diff::read(text, &[], crate::sources::diff::PARTS_HELD, usize::MAX);
             rows_in_id_order(Commit {
                 sha: "e".repeat(40),
                 message: message.into(),
@@ -1114,7 +1115,7 @@ mod tests {
 
     #[test]
     fn a_merged_pull_request_is_titled_by_the_pull_request_and_lists_what_it_merged() {
-        let m = crate::message::clean_message(
+        let m = crate::sources::message::clean_message(
             "Merge pull request #1872 from someone/fix-windows-links\n\nFix Windows hyperlinks for paths with spaces\n\nMore words.",
             true,
         );
@@ -1126,7 +1127,7 @@ mod tests {
         );
         // A merge without a pull-request title keeps its subject.
         assert_eq!(
-            crate::message::clean_message("Merge branch 'main' into x", true).title,
+            crate::sources::message::clean_message("Merge branch 'main' into x", true).title,
             "Merge branch 'main' into x"
         );
 
@@ -1138,7 +1139,7 @@ mod tests {
             files: files.iter().map(|s| s.to_string()).collect(),
             ..Commit::default()
         };
-        let mut history = crate::history::History::of(
+        let mut history = crate::graph::history::History::of(
             &[
                 node("m1", &["m0", "f2"], "Merge pull request #9 from x/flag", &[]),
                 node(

@@ -327,7 +327,8 @@ fn module_imports(krate: &str) -> BTreeMap<String, BTreeMap<String, String>> {
     // What lib.rs re-exports, by the module it comes from.
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
     let reexport =
-        regex::Regex::new(r"(?s)pub use ([a-z_0-9]+)::(\{[^}]*\}|[A-Za-z_0-9]+);").unwrap();
+        regex::Regex::new(r"(?s)pub use ([a-z_0-9]+)(?:::[a-z_0-9]+)*::(\{[^}]*\}|[A-Za-z_0-9]+);")
+            .unwrap();
     let mut from_module = BTreeMap::new();
     for c in reexport.captures_iter(&lib) {
         for name in
@@ -447,4 +448,89 @@ fn every_cited_section_of_a_document_exists() {
     }
     assert!(cited > 5, "only {cited} citations found: the pattern is wrong");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// For each folder module of `krate` (a directory under src/), its files' modules (mod.rs
+/// aside) and, for each, the sibling modules its code names, each with the first place it does:
+/// `super::m`, `crate::folder::m` and `super::{…, m, …}`. Comments and the tests at a file's
+/// end are left out.
+fn folder_imports(krate: &str) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(krate).join("src");
+    let mut folders = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let folder = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mut files: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        let mut texts = Vec::new();
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let path = f.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if path.extension().is_some_and(|e| e == "rs") && stem != "mod" {
+                files.insert(stem.clone(), BTreeMap::new());
+                texts.push((stem, path));
+            }
+        }
+        let named = regex::Regex::new(&format!(
+            r"(?:crate::{folder}::|super::)(?:([A-Za-z_][A-Za-z0-9_]*)|\{{([^}}]*)\}})"
+        ))
+        .unwrap();
+        for (module, path) in texts {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("\n#[cfg(test)]\nmod tests").next().unwrap_or(&text);
+            let code: String = code
+                .lines()
+                .map(|l| if l.trim_start().starts_with("//") { "" } else { l })
+                .collect::<Vec<_>>()
+                .join("\n");
+            for c in named.captures_iter(&code) {
+                let line = code[..c.get(0).unwrap().start()].lines().count().max(1);
+                let names: Vec<&str> = match (c.get(1), c.get(2)) {
+                    (Some(one), _) => vec![one.as_str()],
+                    (None, Some(group)) => group
+                        .as_str()
+                        .split(',')
+                        .map(|n| n.trim().split("::").next().unwrap())
+                        .collect(),
+                    _ => continue,
+                };
+                for name in names {
+                    if name != module && files.contains_key(name) {
+                        let at = format!("{folder}/{module}.rs:{line}");
+                        files.get_mut(&module).unwrap().entry(name.to_string()).or_insert(at);
+                    }
+                }
+            }
+        }
+        folders.insert(folder, files);
+    }
+    folders
+}
+
+/// Inside each folder module the files are layered too, as architecture.md's
+/// "### crate/folder" list says: a file names only siblings of lower layers.
+#[test]
+fn every_file_of_a_folder_imports_only_the_layers_below_it() {
+    let mut wrong = Vec::new();
+    for krate in ["formats", "runtime", "indexer", "server"] {
+        for (folder, imports) in folder_imports(krate) {
+            let layers = documented_layers(&format!("{krate}/{folder}"));
+            let listed: BTreeSet<&String> = layers.keys().collect();
+            let found: BTreeSet<&String> = imports.keys().collect();
+            assert_eq!(listed, found, "{krate}/{folder}: architecture.md lists every file once");
+            for (module, uses) in &imports {
+                for (used, at) in uses {
+                    if layers[used] >= layers[module] {
+                        wrong.push(format!(
+                            "{krate}/{folder}: `{module}` (layer {}) names `{used}` (layer {}) at {at}",
+                            layers[module], layers[used]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports that do not go down:\n{}", wrong.join("\n"));
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use hubdex_formats::{Row, RowType};
 use serde::Deserialize;
 
-use crate::refs::find_refs;
+use crate::sources::refs::find_refs;
 
 /// Comments shorter than this (trimmed) are dropped at ingest.
 pub const MIN_COMMENT_CHARS: usize = 10;

@@ -148,7 +148,7 @@ mod tests {
     fn a_clone_and_each_fetch_write_the_commit_graph_of_what_they_brought() {
         let tmp = tempfile::tempdir().unwrap();
         let (source, clone) = (tmp.path().join("source"), tmp.path().join("clone.git"));
-        let git = crate::git::tests::git_ok;
+        let git = crate::sources::git::tests::git_ok;
         std::fs::create_dir(&source).unwrap();
         git(&source, &["init", "-q", "-b", "main"]);
         let commit = |m: &str| git(&source, &["commit", "-q", "--allow-empty", "-m", m]);

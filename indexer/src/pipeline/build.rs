@@ -17,20 +17,20 @@ use hubdex_formats::{
 use hubdex_runtime::{Device, Embedder, TextEmbedder, Texts, cache_dir};
 use indicatif::{MultiProgress, ProgressBar};
 
-use crate::budget::{self, MemoryBudget};
+use crate::pipeline::budget::{self, MemoryBudget};
 use crate::progress::{bar, count, spinner, stop_counting};
 
 use crate::config::RepoRules;
-use crate::edges::{ReleaseTags, RepoEdges, repo_edges};
-use crate::git;
 use crate::github::{
     self, Clock, CrawlScope, Cursor, GITHUB_API, GitHubClient, SystemClock, carried_rows, crawl_api,
 };
+use crate::graph::edges::{ReleaseTags, RepoEdges, repo_edges};
 use crate::local::{CommitRows, ThreadLinks, read_repo, read_wiki};
-use crate::scratch::Scratch;
-use crate::spans::{RowAt, SpanKeys};
-use crate::spill::KeyRuns;
-use crate::tree::TreeFiles;
+use crate::pipeline::spans::{RowAt, SpanKeys};
+use crate::sources::git;
+use crate::sources::tree::TreeFiles;
+use crate::temp::scratch::Scratch;
+use crate::temp::spill::KeyRuns;
 
 /// What a build is asked to do.
 #[derive(Clone)]
@@ -383,7 +383,7 @@ pub(crate) struct Crawled {
     pub(crate) tree: TreeFiles,
     /// The history's rows (commits and diffs), streamed from git.
     pub(crate) commits: CommitRows,
-    /// Cross-references of the repository (see [`crate::edges`]).
+    /// Cross-references of the repository (see [`crate::graph::edges`]).
     pub(crate) edges: RepoEdges,
     pub(crate) cursor: Option<Cursor>,
 }
@@ -563,7 +563,7 @@ pub(crate) struct SegmentInput {
 /// ends it.
 ///
 /// Where a build segment of `previous` (the repository's in the current snapshot) starts with a
-/// span of history rows whose key still holds ([`crate::spans`]), it is taken as it is and git
+/// span of history rows whose key still holds ([`crate::pipeline::spans`]), it is taken as it is and git
 /// is asked only for the commits after it.
 pub(crate) fn cut_stream(
     crawled: Crawled,
@@ -694,8 +694,8 @@ pub(crate) fn cut_stream(
     (rx, handle)
 }
 
-/// An error when a read of `commits`' spilled history ([`crate::history::History::spill`]) or
-/// of its commits' edges kept in a file ([`crate::edges::MessageEdges`]) failed.
+/// An error when a read of `commits`' spilled history ([`crate::graph::history::History::spill`]) or
+/// of its commits' edges kept in a file ([`crate::graph::edges::MessageEdges`]) failed.
 fn spill_check(
     commits: &CommitRows,
     edge_reads: &std::sync::OnceLock<String>,
@@ -1072,7 +1072,7 @@ pub async fn build_with(
     let mut segments = Vec::new();
     let mut cursors = Vec::new();
     let work = Scratch::for_build().context("creating a scratch directory")?;
-    // The git that writes the diffs: part of every history span's key (crate::spans).
+    // The git that writes the diffs: part of every history span's key (crate::pipeline::spans).
     let git_version = git::version()?;
     for (repo, source) in &plan.repos {
         let t = Instant::now();

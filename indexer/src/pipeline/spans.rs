@@ -2,7 +2,7 @@
 //! diffs.
 //!
 //! The history's rows come in a fixed order (author time, then SHA; one commit's rows by id) and
-//! are cut into build segments by content-defined boundaries ([`crate::budget::Cutter`]): where a
+//! are cut into build segments by content-defined boundaries ([`crate::pipeline::budget::Cutter`]): where a
 //! segment starts, the rows that follow decide where it ends. So a run of rows that starts where
 //! a build segment starts, and holds the same rows as a segment of the current snapshot, ends
 //! where that one did: it *is* that segment. A build segment of history rows alone records its
@@ -24,9 +24,9 @@
 
 use hubdex_formats::{Edge, HistorySpan, RowType, ThreadNumbers, sha256_hex};
 
-use crate::history::CommitNo;
+use crate::graph::history::CommitNo;
 use crate::local::CommitRows;
-use crate::shas::Sha;
+use crate::sources::shas::Sha;
 
 /// The version of how history rows are made from commits. Bump it with any change to what a
 /// commit row or a diff row holds (crate::local's `commit_row`, `diff_rows`, the links of
@@ -153,8 +153,8 @@ impl<'a> SpanKeys<'a> {
 mod tests {
     use hubdex_formats::Row;
 
-    use crate::git::Commit;
     use crate::local::{Merged, ThreadLinks, commit_row, diff_rows};
+    use crate::sources::git::Commit;
 
     use super::*;
 
@@ -182,7 +182,7 @@ mod tests {
                 .into(),
             message_more: 0,
             files: vec!["src/walk.rs".into(), "README.md".into()],
-            diff: crate::diff::Diff::of(
+            diff: crate::sources::diff::Diff::of(
                 "diff --git a/src/walk.rs b/src/walk.rs\n--- a/src/walk.rs\n+++ b/src/walk.rs\n\
                  @@ -10,3 +10,4 @@ fn spawn_senders(config: &Config) {\n-a\n+b\n\
                  diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n\
@@ -218,7 +218,7 @@ mod tests {
             .collect();
         let digest = sha256_hex(json.join("\n").as_bytes());
         // A rebuild reuses build segments of history rows by a key that does not read the
-        // rows (crate::spans). When this fails, history rows are made differently now: bump
+        // rows (crate::pipeline::spans). When this fails, history rows are made differently now: bump
         // ROWS_VERSION (so stores built before read their history again) and pin the new digest.
         assert_eq!(
             (ROWS_VERSION, digest.as_str()),

@@ -191,7 +191,7 @@ impl Numbers {
 
 /// Records of any length in an unnamed temporary file, each read back whole by where it starts:
 /// what a commit's message states of edges, kept until its rows are cut
-/// ([`crate::edges::MessageEdges`]). The file is made with the first record.
+/// ([`crate::graph::edges::MessageEdges`]). The file is made with the first record.
 #[derive(Debug, Default)]
 pub(crate) struct Records {
     file: Option<Mutex<File>>,
@@ -237,7 +237,7 @@ const STRINGS_PENDING: usize = 64 << 10;
 
 /// Strings kept one after another in an unnamed temporary file, each read back by its number
 /// a block at a time: what a commit's message says of edges, and the titles merge rows list
-/// ([`crate::history::History`]), out of the build's memory. What is held is each
+/// ([`crate::graph::history::History`]), out of the build's memory. What is held is each
 /// string's end (8 bytes), the block read last and the strings not yet written out. A read is
 /// answered from those strings when it asks for one, so strings may be read while more are
 /// added.

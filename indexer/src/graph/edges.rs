@@ -27,11 +27,11 @@ use chrono::{DateTime, Utc};
 use hubdex_formats::{Edge, EdgeKind, Row, RowType, entity_web_path, row_id};
 use regex::Regex;
 
-use crate::git::Tag;
-use crate::history::{CommitNo, History};
-use crate::refs::find_refs;
-use crate::spill::Records;
-use crate::tree::TreeFiles;
+use crate::graph::history::{CommitNo, History};
+use crate::sources::git::Tag;
+use crate::sources::refs::find_refs;
+use crate::sources::tree::TreeFiles;
+use crate::temp::spill::Records;
 
 /// Tags that version the repository itself: `1.2`, `1.2.3`, `v1.2.3`, `v1.2.3-rc.1`; not a
 /// sub-package's `name-1.2.3`.
@@ -796,8 +796,8 @@ fn shipped_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::Commit;
-    use crate::history::edge_lines;
+    use crate::graph::history::edge_lines;
+    use crate::sources::git::Commit;
     use chrono::{DateTime, Utc};
     use hubdex_formats::FileText;
     use proptest::prelude::*;

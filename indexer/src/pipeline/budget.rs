@@ -21,10 +21,10 @@ use hubdex_formats::{
     boundary_after,
 };
 
-use crate::edges::{CommitEdges, RepoEdges};
-use crate::history::History;
+use crate::graph::edges::{CommitEdges, RepoEdges};
+use crate::graph::history::History;
 use crate::local::ThreadLinks;
-use crate::spans::{RowAt, SpanKeys};
+use crate::pipeline::spans::{RowAt, SpanKeys};
 
 /// The default `--memory-budget`: fits a 7 GB GitHub-hosted runner with room to spare.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 3 << 30;
@@ -208,7 +208,7 @@ pub(crate) struct Part {
     /// ([`Cutter::try_reuse`]): its rows were not read, and it is taken as it is.
     pub(crate) reused: Option<ManifestSegment>,
     /// Where a segment of history rows alone lies in the history, to record in the manifest
-    /// ([`crate::spans`]).
+    /// ([`crate::pipeline::spans`]).
     pub(crate) history: Option<HistorySpan>,
     /// Its row data as [`row_bytes`] counts it (none when reused: its rows were not read).
     pub(crate) bytes: u64,
@@ -395,7 +395,7 @@ impl<'h> Cutter<'h> {
         }
     }
 
-    /// Records each build segment of history rows alone with its span ([`crate::spans`]), and
+    /// Records each build segment of history rows alone with its span ([`crate::pipeline::spans`]), and
     /// lets [`Self::try_reuse`] take the `previous` build segments whose spans it meets again.
     pub(crate) fn with_spans(
         mut self,
@@ -502,7 +502,7 @@ impl<'h> Cutter<'h> {
 
     /// At a boundary (the segment being filled is empty) before the history row at `at`: when
     /// a build segment of the current snapshot starts there and its span's key is what these
-    /// rows are made from now, takes it as it is (its rows are not read: [`crate::spans`]) and
+    /// rows are made from now, takes it as it is (its rows are not read: [`crate::pipeline::spans`]) and
     /// returns where the rows after it start. `None` when nothing is reused (read the rows).
     ///
     /// A segment is taken only where the cut would make it: right after a boundary, with the
@@ -782,10 +782,10 @@ mod tests {
     /// row gives its edge to the last segment, as a listed edge without a row goes.
     #[test]
     fn commit_edges_made_as_their_rows_come_land_where_the_listed_ones_do() {
-        use crate::edges::{ReleaseTags, repo_edges};
-        use crate::git::Commit;
-        use crate::git::Tag;
-        use crate::history::History;
+        use crate::graph::edges::{ReleaseTags, repo_edges};
+        use crate::graph::history::History;
+        use crate::sources::git::Commit;
+        use crate::sources::git::Tag;
         let sha = |i: usize| format!("{i:040x}");
         let commits: Vec<Commit> = (0..600)
             .rev()
@@ -804,7 +804,7 @@ mod tests {
         rows.sort_by(|a, b| stream_key(a).cmp(&stream_key(b)));
         let edges = || {
             let threads = &rows[rows.len() - 1..];
-            let no_files = crate::tree::TreeFiles::default();
+            let no_files = crate::sources::tree::TreeFiles::default();
             repo_edges("o/r", None, threads, &no_files, &history, true, &ReleaseTags::Versions)
                 .unwrap()
         };

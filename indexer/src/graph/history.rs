@@ -4,7 +4,7 @@
 //! --name-only`, see [`crate::local::read_repo`]). Each SHA is held once: parents are resolved
 //! to commit numbers as each commit comes, against the list known before the first.
 //!
-//! It is what edges need (what messages say, parents, tags: [`crate::edges`]), what a merge row
+//! It is what edges need (what messages say, parents, tags: [`crate::graph::edges`]), what a merge row
 //! lists its branch from (parents, titles, paths: [`crate::local`]) and the order the second
 //! pass reads the commits in. It grows with the history, so it is kept small: what it keeps of
 //! messages in a temporary file ([`Strings`], read back a block at a time), parents as commit
@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::git::{Commit, Tag};
-use crate::message::Message;
-use crate::shas::{Sha, Shas, Texts};
-use crate::spill::{Numbers, Strings};
+use crate::sources::git::{Commit, Tag};
+use crate::sources::message::Message;
+use crate::sources::shas::{Sha, Shas, Texts};
+use crate::temp::spill::{Numbers, Strings};
 
 /// A commit's place in [`History`] (the order `git log` gave it: newest first).
 pub(crate) type CommitNo = u32;
@@ -140,11 +140,11 @@ enum Kept {
 /// A time kept as seconds since the epoch; `NO_TIME` for none.
 const NO_TIME: i64 = i64::MIN;
 
-/// What edges read of a commit message ([`crate::edges`]): its first line (the subject, for
+/// What edges read of a commit message ([`crate::graph::edges`]): its first line (the subject, for
 /// `Revert "…"` and a pull request's number) and every other line that could hold a reference.
 /// A reference (`#N`, `owner/repo#N`, a URL, a SHA in `This reverts commit <sha>` or anywhere)
 /// holds a `#`, a `://` or seven hex digits in a row, and no pattern edges match spans two
-/// lines (each stops at a line's end: [`crate::refs::find_refs`] splits words at whitespace,
+/// lines (each stops at a line's end: [`crate::sources::refs::find_refs`] splits words at whitespace,
 /// and the closing and revert patterns join words with spaces or tabs); a phrase of evidence
 /// is the line holding the match. So edges made from these lines are the ones the whole
 /// message gives, and a body of prose without references costs nothing.
@@ -515,7 +515,7 @@ impl History {
     }
 
     /// The commit at place `at` of the order a build cuts the history's rows in (author time,
-    /// then SHA: [`crate::budget`]'s stream order): what the second pass asks git for.
+    /// then SHA: [`crate::pipeline::budget`]'s stream order): what the second pass asks git for.
     pub(crate) fn in_cut_order(&self, at: usize) -> CommitNo {
         self.order.get(at).unwrap_or(ABSENT)
     }
@@ -527,7 +527,7 @@ impl History {
     }
 
     /// Moves what the second pass reads of every commit one at a time into temporary files
-    /// ([`crate::spill`]), out of the build's memory: the SHAs, the cut order and the commits
+    /// ([`crate::temp::spill`]), out of the build's memory: the SHAs, the cut order and the commits
     /// by SHA (28 bytes a commit with SHA-1, all a history without merges keeps for the second
     /// pass). Where a file cannot be written they stay held and
     /// the build goes on (a warning says why).
@@ -748,7 +748,7 @@ mod tests {
         let order = history.cut_order();
         history.spill();
         assert!(matches!(*history.shas, Shas::Spilled(_)));
-        assert!(history.heap_bytes() <= 3 * crate::spill::BLOCK, "{}", history.heap_bytes());
+        assert!(history.heap_bytes() <= 3 * crate::temp::spill::BLOCK, "{}", history.heap_bytes());
         assert_eq!(history.cut_order(), order);
         for (i, c) in commits.iter().enumerate() {
             assert_eq!(history.find(&c.sha), Some(i as CommitNo));

@@ -3,7 +3,7 @@
 //! kept end to end in one buffer ([`Texts`]). What `git rev-list` lists and what the history
 //! keeps of each commit.
 
-use crate::spill::Spilled;
+use crate::temp::spill::Spilled;
 
 /// Strings kept end to end in one buffer: one allocation, not one per string.
 #[derive(Debug, Default)]
@@ -60,7 +60,7 @@ pub(crate) enum Shas {
     },
     Text(Texts),
     /// Packed as [`Shas::Packed`], in a temporary file once the second pass reads them one at
-    /// a time ([`crate::history::History::spill`]).
+    /// a time ([`crate::graph::history::History::spill`]).
     Spilled(Spilled),
 }
 
@@ -165,7 +165,7 @@ impl Shas {
         match self {
             Shas::Packed { bytes, .. } => bytes.capacity(),
             Shas::Text(texts) => texts.heap_bytes(),
-            Shas::Spilled(_) => crate::spill::BLOCK,
+            Shas::Spilled(_) => crate::temp::spill::BLOCK,
         }
     }
 
@@ -188,7 +188,7 @@ impl Shas {
     }
 }
 
-/// A commit's SHA as [`crate::history::History::sha`] gives it: its digits unpacked on the stack, or the text
+/// A commit's SHA as [`crate::graph::history::History::sha`] gives it: its digits unpacked on the stack, or the text
 /// kept. Reads as a `&str`.
 #[derive(Clone, Copy)]
 pub(crate) enum Sha<'a> {

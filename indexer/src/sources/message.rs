@@ -1,7 +1,7 @@
 //! A commit message as hubdex indexes it: the title and description apart from what every
 //! commit says (trailers, `git revert`'s line, a merge's "Merge pull request" subject).
 
-use crate::git::Commit;
+use crate::sources::git::Commit;
 
 /// What a commit message says about the change, apart from what every commit says: the title
 /// (a merged pull request's own title rather than "Merge pull request #N from …") and the

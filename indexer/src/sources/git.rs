@@ -12,9 +12,9 @@ use std::process::{Command, Stdio};
 use chrono::{DateTime, Utc};
 use globset::GlobSet;
 
-use crate::diff::{Diff, DiffReader};
-use crate::scratch::Scratch;
-use crate::shas::Shas;
+use crate::sources::diff::{Diff, DiffReader};
+use crate::sources::shas::Shas;
+use crate::temp::scratch::Scratch;
 
 /// Directories never searched for repositories, whatever `--exclude` says.
 const SKIP_DIRS: &[&str] = &[
@@ -323,7 +323,7 @@ fn parse_head(fields: Vec<Field>) -> Option<Commit> {
 }
 
 /// The paths of a `--name-only` record, what follows its message: a path a line. A path git
-/// quotes (a quote, a backslash or a control character in it) is left out, as [`crate::diff::patch_path`]
+/// quotes (a quote, a backslash or a control character in it) is left out, as [`crate::sources::diff::patch_path`]
 /// leaves it out, so both passes name the same files. Bytes that are not UTF-8 (old encodings)
 /// become U+FFFD.
 fn parse_paths(raw: &[u8]) -> Vec<String> {
@@ -1141,7 +1141,7 @@ impl<'a> Summaries<'a> {
 /// Every commit reachable from any branch, tag or HEAD, newest first, no parent before its
 /// children (`--date-order`); none in an empty repository. Packed (20 bytes a commit, where
 /// git's lines are 41): the first pass asks `git log` for them in this order, and the
-/// [`crate::history::History`] keeps them as its commits' SHAs.
+/// [`crate::graph::history::History`] keeps them as its commits' SHAs.
 pub(crate) fn rev_list(dir: &Path) -> Result<Shas, GitError> {
     let out = match run(dir, &["rev-list", "--all", "--date-order"]) {
         Ok(out) => out,
@@ -1182,7 +1182,7 @@ pub(crate) fn tags(dir: &Path) -> Result<Vec<Tag>, GitError> {
 }
 
 /// What `git --version` says: the git that writes the diffs (part of a history span's key,
-/// [`crate::spans`]).
+/// [`crate::pipeline::spans`]).
 pub(crate) fn version() -> Result<String, GitError> {
     let out = run(Path::new("."), &["--version"])?;
     Ok(String::from_utf8_lossy(&out).trim().to_string())
@@ -1700,8 +1700,8 @@ pub(crate) mod tests {
                 .unwrap()
                 .filter(|e| {
                     let e = e.as_ref().unwrap();
-                    e.file_name().to_string_lossy().starts_with(crate::scratch::PREFIX)
-                        && crate::scratch::abandoned_lock(&e.path()).is_some()
+                    e.file_name().to_string_lossy().starts_with(crate::temp::scratch::PREFIX)
+                        && crate::temp::scratch::abandoned_lock(&e.path()).is_some()
                 })
                 .count()
         };
@@ -1934,18 +1934,28 @@ pub(crate) mod tests {
 
     #[test]
     fn a_patch_header_names_its_path_even_when_the_path_holds_b_slash() {
-        assert_eq!(crate::diff::patch_path("diff --git a/a b/c.rs b/a b/c.rs"), Some("a b/c.rs"));
-        assert_eq!(crate::diff::patch_path("diff --git a/x b/x"), Some("x"));
-        assert_eq!(crate::diff::patch_path("diff --git a/t  b/t "), Some("t "));
         assert_eq!(
-            crate::diff::patch_path("diff --git a/x b/y"),
+            crate::sources::diff::patch_path("diff --git a/a b/c.rs b/a b/c.rs"),
+            Some("a b/c.rs")
+        );
+        assert_eq!(crate::sources::diff::patch_path("diff --git a/x b/x"), Some("x"));
+        assert_eq!(crate::sources::diff::patch_path("diff --git a/t  b/t "), Some("t "));
+        assert_eq!(
+            crate::sources::diff::patch_path("diff --git a/x b/y"),
             None,
             "a rename: not with --no-renames"
         );
-        assert_eq!(crate::diff::patch_path("diff --git \"a/q\\\"\" \"b/q\\\"\""), None, "quoted");
-        assert_eq!(crate::diff::patch_path("diff --git a/"), None);
-        assert_eq!(crate::diff::patch_path("diff --git a/\u{e9}x b/\u{e9}x"), Some("\u{e9}x"));
-        assert_eq!(crate::diff::patch_path("index 1..2"), None);
+        assert_eq!(
+            crate::sources::diff::patch_path("diff --git \"a/q\\\"\" \"b/q\\\"\""),
+            None,
+            "quoted"
+        );
+        assert_eq!(crate::sources::diff::patch_path("diff --git a/"), None);
+        assert_eq!(
+            crate::sources::diff::patch_path("diff --git a/\u{e9}x b/\u{e9}x"),
+            Some("\u{e9}x")
+        );
+        assert_eq!(crate::sources::diff::patch_path("index 1..2"), None);
     }
 
     #[test]

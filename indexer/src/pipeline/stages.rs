@@ -18,14 +18,14 @@ use hubdex_formats::{
 use hubdex_runtime::TextEmbedder;
 use indicatif::MultiProgress;
 
-use crate::budget::Part;
-use crate::build::{
+use crate::github::Cursor;
+use crate::pipeline::budget::Part;
+use crate::pipeline::build::{
     BuildOptions, BuildReport, Plan, Publication, SegmentInput, SegmentWriter, crawl_and_cut,
     embed_one, load_embedder, plan, publish_segments,
 };
-use crate::git;
-use crate::github::Cursor;
-use crate::scratch::Scratch;
+use crate::sources::git;
+use crate::temp::scratch::Scratch;
 
 /// Which part of the repositories a stage handles: shard `index` of `count` (0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +154,7 @@ async fn crawl_planned(
         plan.store.put_staged_crawl(run, &record).await?;
         out.repos.push(repo.clone());
     }
-    out.peak_rss = crate::build::peak_rss();
+    out.peak_rss = crate::pipeline::build::peak_rss();
     Ok(out)
 }
 
@@ -298,7 +298,7 @@ pub async fn embed_with(
         report.repos += 1;
     }
     report.memory_budget = opts.memory_budget.bytes();
-    report.peak_rss_before_publish = crate::build::peak_rss();
+    report.peak_rss_before_publish = crate::pipeline::build::peak_rss();
     Ok(report)
 }
 

@@ -10,7 +10,7 @@ use hubdex_formats::{
     Manifest, SEGMENTS_DIR, SNAPSHOTS_DIR, STAGING_DIR, Store, StoreError, name_under,
 };
 
-use crate::build::{BuildOptions, BuildReport, build};
+use crate::pipeline::build::{BuildOptions, BuildReport, build};
 
 /// What a delta run did.
 #[derive(Debug, Default)]
