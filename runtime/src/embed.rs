@@ -310,7 +310,7 @@ impl Embedder {
     }
 
     /// Sets the tokens one batch may hold (`usize::MAX`: batches of [`BATCH_SIZE`] texts
-    /// whatever their length, as before [`BATCH_TOKENS`]): `hubdex-bench embed` measures both.
+    /// whatever their length, with no [`BATCH_TOKENS`] cap): `hubdex-bench embed` measures both.
     pub fn set_batch_tokens(&mut self, tokens: usize) {
         self.batch_tokens = tokens.max(1);
     }

@@ -393,7 +393,7 @@ mod tests {
     }
 
     /// Format 6 indexes the BM25 fields without positions (nothing reads them); their scores
-    /// are what frequencies and lengths give, as before.
+    /// are what frequencies and lengths give, with positions or without.
     #[test]
     fn the_bm25_fields_are_indexed_without_positions() {
         let (dir, _index) = index_of_varied_rows(7);

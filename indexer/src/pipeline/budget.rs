@@ -654,7 +654,7 @@ mod tests {
 
     /// Under a small budget a large unit's merge in turn builds its graph on hubdex's own
     /// writer, so the publish holds about what the second pass does; under the default budget
-    /// every unit's graph is usearch's, as before.
+    /// every unit's graph is usearch's.
     #[test]
     fn a_small_budget_builds_a_large_units_graph_on_the_writer_and_the_default_on_usearch() {
         use hubdex_formats::{GraphBuilder, MERGED_MAX_ROWS, MergeIndexes, graph_builder};
