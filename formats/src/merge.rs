@@ -391,17 +391,7 @@ pub fn write_merged_segment(
     graph_threads: usize,
     builder: GraphBuilder,
 ) -> Result<SegmentMeta, FormatError> {
-    let mut metas = Vec::with_capacity(member_dirs.len());
-    for m in member_dirs {
-        let meta = read_segment_meta(m)?;
-        if meta.model.model_sha256 != model.model_sha256 {
-            return Err(FormatError::Schema {
-                what: m.display().to_string(),
-                detail: "was built with another model than the snapshot".into(),
-            });
-        }
-        metas.push(meta);
-    }
+    let metas = member_metas(member_dirs, model)?;
     // A first member with a usearch graph in i8 (format 4) starts the merged graph.
     if metas.first().is_some_and(|meta| {
         meta.has_serving_files() && meta.vector_scalar == USEARCH_I8 && meta.rows > 0
@@ -411,98 +401,12 @@ pub fn write_merged_segment(
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let rows: usize = metas.iter().map(|m| m.rows as usize).sum();
     let seconds: usize = metas.iter().map(|m| m.second_vectors as usize).sum();
-    // After each batch of rows read, what its rows freed goes back to the system
-    // (`give_back_freed`). In a build the heap is one the history's pass left large and full of
-    // holes: a batch's rows land in holes whose pages were given back, fault them in again, and
-    // when freed keep them. A trim costs ~0.6 ms a batch.
-    let text = || -> Result<RowStats, FormatError> {
-        let heap = merge_text_heap((rows + seconds) as u64, indexes, builder);
-        let mut index =
-            ServingIndexWriter::with_heap(&dir.join(TEXT_DIR), &Analyzers::current(), heap)?;
-        let mut stats = RowStats::default();
-        for m in member_dirs {
-            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::WithoutVectors)? {
-                for row in &batch? {
-                    stats.add(row);
-                    index.add(row)?;
-                }
-                crate::malloc::give_back_freed();
-            }
-        }
-        index.finish()?;
-        let mut store: Option<FileStoreWriter> = None;
-        for (m, meta) in member_dirs.iter().zip(&metas) {
-            for f in read_files(&m.join(FILES_PARQUET))? {
-                let w = match &mut store {
-                    Some(w) => w,
-                    None => store.insert(FileStoreWriter::create(&dir.join(FILES_DIR))?),
-                };
-                w.add(&meta.repo, &f)?;
-            }
-        }
-        if let Some(w) = store {
-            w.finish()?;
-        }
-        Ok(stats)
+    let capacity = rows + seconds;
+    let text = || {
+        let heap = merge_text_heap(capacity as u64, indexes, builder);
+        merge_text(dir, member_dirs, &metas, heap)
     };
-    let vectors = || -> Result<u64, FormatError> {
-        let path = dir.join(VECTORS_HNSW);
-        let mut graph = match builder {
-            GraphBuilder::Usearch => MergedGraph::Usearch(VectorIndexBuilder::new(
-                &path,
-                model.dim,
-                rows + seconds,
-                graph_threads,
-            )?),
-            GraphBuilder::HnswWriter => {
-                // The point the graph's sign codes are taken around: a pass over the vectors.
-                let mut mean = MeanOf::new(model.dim);
-                for m in member_dirs {
-                    for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
-                        for row in &batch? {
-                            mean.add_i8(&row.embedding);
-                            if !row.title_embedding.is_empty() {
-                                mean.add_i8(&row.title_embedding);
-                            }
-                        }
-                    }
-                }
-                let (dim, capacity) = (model.dim, rows + seconds);
-                MergedGraph::HnswWriter(Box::new(HnswWriter::new(
-                    &path,
-                    dim,
-                    mean.mean(),
-                    capacity,
-                    graph_threads,
-                )?))
-            }
-        };
-        let mut ordinal = 0;
-        for m in member_dirs {
-            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Embedding)? {
-                for row in &batch? {
-                    graph.add(ordinal, &row.embedding)?;
-                    ordinal += 1;
-                }
-                crate::malloc::give_back_freed();
-            }
-        }
-        let (mut ordinal, mut second) = (0, 0);
-        for m in member_dirs {
-            for batch in row_batches(&m.join(ROWS_PARQUET), Columns::TitleEmbedding)? {
-                for row in &batch? {
-                    if !row.title_embedding.is_empty() {
-                        graph.add_second(ordinal, &row.title_embedding)?;
-                        second += 1;
-                    }
-                    ordinal += 1;
-                }
-                crate::malloc::give_back_freed();
-            }
-        }
-        graph.finish()?;
-        Ok(second)
-    };
+    let vectors = || merge_vectors(dir, member_dirs, model, capacity, graph_threads, builder);
     // The text and vector indexes are independent: built side by side, as write_indexes does,
     // or one after the other to hold only the larger.
     let (mut stats, second) = match indexes {
@@ -533,6 +437,134 @@ pub fn write_merged_segment(
     let meta =
         finish_meta_of(dir, id.to_string(), String::new(), stats, model.clone(), members, repos)?;
     name_by_write(dir, meta)
+}
+
+/// The members' metas, each checked to be of `model`: a merge never mixes vectors of two models.
+fn member_metas(
+    member_dirs: &[PathBuf],
+    model: &ModelIdentity,
+) -> Result<Vec<SegmentMeta>, FormatError> {
+    let mut metas = Vec::with_capacity(member_dirs.len());
+    for m in member_dirs {
+        let meta = read_segment_meta(m)?;
+        if meta.model.model_sha256 != model.model_sha256 {
+            return Err(FormatError::Schema {
+                what: m.display().to_string(),
+                detail: "was built with another model than the snapshot".into(),
+            });
+        }
+        metas.push(meta);
+    }
+    Ok(metas)
+}
+
+/// A merge's text index (its writer's heap `heap` bytes) and file store, from the members' rows
+/// and files a batch at a time; the rows' statistics. After each batch what its rows freed goes
+/// back to the system (`give_back_freed`): in a build the heap is one the history's pass left
+/// large and full of holes, and a batch's rows would land in holes whose pages were given
+/// back, fault them in again and keep them. A trim costs ~0.6 ms a batch.
+fn merge_text(
+    dir: &Path,
+    member_dirs: &[PathBuf],
+    metas: &[SegmentMeta],
+    heap: usize,
+) -> Result<RowStats, FormatError> {
+    let mut index =
+        ServingIndexWriter::with_heap(&dir.join(TEXT_DIR), &Analyzers::current(), heap)?;
+    let mut stats = RowStats::default();
+    for m in member_dirs {
+        for batch in row_batches(&m.join(ROWS_PARQUET), Columns::WithoutVectors)? {
+            for row in &batch? {
+                stats.add(row);
+                index.add(row)?;
+            }
+            crate::malloc::give_back_freed();
+        }
+    }
+    index.finish()?;
+    let mut store: Option<FileStoreWriter> = None;
+    for (m, meta) in member_dirs.iter().zip(metas) {
+        for f in read_files(&m.join(FILES_PARQUET))? {
+            let w = match &mut store {
+                Some(w) => w,
+                None => store.insert(FileStoreWriter::create(&dir.join(FILES_DIR))?),
+            };
+            w.add(&meta.repo, &f)?;
+        }
+    }
+    if let Some(w) = store {
+        w.finish()?;
+    }
+    Ok(stats)
+}
+
+/// A merge's vector graph of `capacity` vectors, built by `builder` on `graph_threads` threads
+/// from the members' vectors a batch at a time: main vectors in row order, then the second
+/// ones, as [`crate::write_vector_index_from`] inserts them; how many second vectors it holds.
+fn merge_vectors(
+    dir: &Path,
+    member_dirs: &[PathBuf],
+    model: &ModelIdentity,
+    capacity: usize,
+    graph_threads: usize,
+    builder: GraphBuilder,
+) -> Result<u64, FormatError> {
+    let path = dir.join(VECTORS_HNSW);
+    let mut graph = match builder {
+        GraphBuilder::Usearch => MergedGraph::Usearch(VectorIndexBuilder::new(
+            &path,
+            model.dim,
+            capacity,
+            graph_threads,
+        )?),
+        GraphBuilder::HnswWriter => {
+            // The point the graph's sign codes are taken around: a pass over the vectors.
+            let mut mean = MeanOf::new(model.dim);
+            for m in member_dirs {
+                for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Vectors)? {
+                    for row in &batch? {
+                        mean.add_i8(&row.embedding);
+                        if !row.title_embedding.is_empty() {
+                            mean.add_i8(&row.title_embedding);
+                        }
+                    }
+                }
+            }
+            let dim = model.dim;
+            MergedGraph::HnswWriter(Box::new(HnswWriter::new(
+                &path,
+                dim,
+                mean.mean(),
+                capacity,
+                graph_threads,
+            )?))
+        }
+    };
+    let mut ordinal = 0;
+    for m in member_dirs {
+        for batch in row_batches(&m.join(ROWS_PARQUET), Columns::Embedding)? {
+            for row in &batch? {
+                graph.add(ordinal, &row.embedding)?;
+                ordinal += 1;
+            }
+            crate::malloc::give_back_freed();
+        }
+    }
+    let (mut ordinal, mut second) = (0, 0);
+    for m in member_dirs {
+        for batch in row_batches(&m.join(ROWS_PARQUET), Columns::TitleEmbedding)? {
+            for row in &batch? {
+                if !row.title_embedding.is_empty() {
+                    graph.add_second(ordinal, &row.title_embedding)?;
+                    second += 1;
+                }
+                ordinal += 1;
+            }
+            crate::malloc::give_back_freed();
+        }
+    }
+    graph.finish()?;
+    Ok(second)
 }
 
 /// [`write_merged_segment`] holding every member's rows in memory: what a merge whose first
