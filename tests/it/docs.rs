@@ -387,6 +387,30 @@ fn documented_layers(krate: &str) -> BTreeMap<String, usize> {
     out
 }
 
+/// The imports of `imports` (module → the modules it names, each with where) that do not go
+/// down architecture.md's "### `name`" layer list; that list must name every module once.
+fn imports_that_go_up(
+    name: &str,
+    imports: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    let layers = documented_layers(name);
+    let listed: BTreeSet<&String> = layers.keys().collect();
+    let found: BTreeSet<&String> = imports.keys().collect();
+    assert_eq!(listed, found, "{name}: architecture.md's layers list every module once");
+    let mut wrong = Vec::new();
+    for (module, uses) in imports {
+        for (used, at) in uses {
+            if layers[used] >= layers[module] {
+                wrong.push(format!(
+                    "{name}: `{module}` (layer {}) names `{used}` (layer {}) at {at}",
+                    layers[module], layers[used]
+                ));
+            }
+        }
+    }
+    wrong
+}
+
 /// Each crate is layered as docs/architecture.md says: every module is in exactly one layer,
 /// and a module names only modules of lower layers (so no two modules import each other,
 /// directly or round a circle). A failure names the import and where it is.
@@ -394,21 +418,7 @@ fn documented_layers(krate: &str) -> BTreeMap<String, usize> {
 fn every_module_imports_only_the_layers_below_it() {
     let mut wrong = Vec::new();
     for krate in ["formats", "runtime", "indexer", "server"] {
-        let imports = module_imports(krate);
-        let layers = documented_layers(krate);
-        let listed: BTreeSet<&String> = layers.keys().collect();
-        let found: BTreeSet<&String> = imports.keys().collect();
-        assert_eq!(listed, found, "{krate}: architecture.md's layers list every module once");
-        for (module, uses) in &imports {
-            for (used, at) in uses {
-                if layers[used] >= layers[module] {
-                    wrong.push(format!(
-                        "{krate}: `{module}` (layer {}) names `{used}` (layer {}) at {at}",
-                        layers[module], layers[used]
-                    ));
-                }
-            }
-        }
+        wrong.extend(imports_that_go_up(krate, &module_imports(krate)));
     }
     assert!(wrong.is_empty(), "imports that do not go down:\n{}", wrong.join("\n"));
 }
@@ -516,20 +526,7 @@ fn every_file_of_a_folder_imports_only_the_layers_below_it() {
     let mut wrong = Vec::new();
     for krate in ["formats", "runtime", "indexer", "server"] {
         for (folder, imports) in folder_imports(krate) {
-            let layers = documented_layers(&format!("{krate}/{folder}"));
-            let listed: BTreeSet<&String> = layers.keys().collect();
-            let found: BTreeSet<&String> = imports.keys().collect();
-            assert_eq!(listed, found, "{krate}/{folder}: architecture.md lists every file once");
-            for (module, uses) in &imports {
-                for (used, at) in uses {
-                    if layers[used] >= layers[module] {
-                        wrong.push(format!(
-                            "{krate}/{folder}: `{module}` (layer {}) names `{used}` (layer {}) at {at}",
-                            layers[module], layers[used]
-                        ));
-                    }
-                }
-            }
+            wrong.extend(imports_that_go_up(&format!("{krate}/{folder}"), &imports));
         }
     }
     assert!(wrong.is_empty(), "imports that do not go down:\n{}", wrong.join("\n"));
