@@ -46,7 +46,7 @@ pub(crate) enum DocSource {
 /// every commit's parents, message, time and paths: the [`History`] edges need and a merge row
 /// lists its branch from, the order the history's rows are cut in, and each path's last change
 /// (a doc's `updated_at`). The rows themselves, a commit row and a diff row per file, come from
-/// the second pass ([`CommitRows::for_each_commit_rows`]), one commit at a time.
+/// the second pass ([`CommitRows::commit_rows`]), one commit at a time.
 pub(crate) fn read_repo(
     dir: &Path,
     repo: &str,
@@ -105,7 +105,7 @@ pub(crate) fn read_repo(
 
 /// A repository's history ([`History`]) and its rows: a commit row per commit and a diff row
 /// per file it changed, after the repository's rules. The rows are read from git in a second
-/// pass ([`CommitRows::for_each_commit_rows`]) in the order a build cuts them into build segments (by
+/// pass ([`CommitRows::commit_rows`]) in the order a build cuts them into build segments (by
 /// author time, then commit; one commit's rows by id), so a build holds one commit's rows at a
 /// time, not the history's.
 #[derive(Debug, Default)]
@@ -151,54 +151,24 @@ impl CommitRows {
         self.links = links;
     }
 
-    /// Reads the rows of the commits in cut order ([`History::in_cut_order`]) from place `from`
-    /// on, from git: each commit's kept rows, in id order and made as they are taken
-    /// ([`OneCommit`]), to `each` with the commit's place (it returns false to stop);
-    /// `progress` hears (places read, commits in all).
-    pub(crate) fn for_each_commit_rows(
-        &self,
-        from: usize,
-        mut progress: impl FnMut(usize, usize),
-        mut each: impl FnMut(usize, &mut OneCommit<'_>) -> bool,
-    ) -> Result<(), GitError> {
+    /// The rows of the commits in cut order ([`History::in_cut_order`]) from place `from` on,
+    /// read from git as the iterator is advanced: each commit's place and its kept rows, in id
+    /// order and made as they are taken ([`OneCommit`]). Nothing when the rules keep neither
+    /// commit nor diff rows. Once the caller has taken a commit's rows it asks
+    /// [`OneCommit::take_failure`] whether its file parts could all be read back.
+    pub(crate) fn commit_rows(&self, from: usize) -> Result<CommitRowsFrom<'_>, GitError> {
         let (wants_commits, wants_diffs) =
             (self.rules.wants(RowType::Commit), self.rules.wants(RowType::Diff));
-        if !wants_commits && !wants_diffs {
-            return Ok(());
-        }
-        let web = self.web.as_deref();
-        let (mut at, all) = (from, self.history.len());
-        let history = &self.history;
-        let shas = (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
-        for c in git::commits(&self.dir, git::Log::Patches(Box::new(shas)))? {
-            let mut c = c?;
-            let commit_row = wants_commits
-                .then(|| {
-                    let merged = if c.parents.len() > 1 {
-                        merged_by(&self.history, &self.mainline, &c)
-                    } else {
-                        Merged::default()
-                    };
-                    let mut row = commit_row(&self.repo, web, &mut c, &merged);
-                    self.links.apply(&mut row);
-                    row
-                })
-                .filter(|row| self.rules.keeps(row));
-            let keeps_part = |path: &str| wants_diffs && self.rules.keeps_path(path);
-            let mut rows = OneCommit::new(&self.repo, web, c, commit_row, keeps_part);
-            at += 1;
-            let going = each(at - 1, &mut rows);
-            if let Some(e) = rows.failed.take() {
-                return Err(GitError::Spill(e));
-            }
-            if at.is_multiple_of(200) || at == all {
-                progress(at, all);
-            }
-            if !going {
-                break;
-            }
-        }
-        Ok(())
+        let commits = if wants_commits || wants_diffs {
+            let history = &self.history;
+            let all = history.len();
+            let shas =
+                (from..all).map(|place| history.sha(history.in_cut_order(place)).to_string());
+            Some(git::commits(&self.dir, git::Log::Patches(Box::new(shas)))?)
+        } else {
+            None
+        };
+        Ok(CommitRowsFrom { rows: self, commits, at: from, wants_commits, wants_diffs })
     }
 
     /// The repository's name and web address, as its rows give them.
@@ -678,10 +648,50 @@ impl ThreadLinks {
     }
 }
 
+/// The rows of a history's commits from a place on, as [`CommitRows::commit_rows`] reads them.
+pub(crate) struct CommitRowsFrom<'a> {
+    rows: &'a CommitRows,
+    commits: Option<git::Commits<'a>>,
+    at: usize,
+    wants_commits: bool,
+    wants_diffs: bool,
+}
+
+impl<'a> Iterator for CommitRowsFrom<'a> {
+    type Item = Result<(usize, OneCommit<'a>), GitError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut c = match self.commits.as_mut()?.next()? {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let r = self.rows;
+        let web = r.web.as_deref();
+        let commit_row = self
+            .wants_commits
+            .then(|| {
+                let merged = if c.parents.len() > 1 {
+                    merged_by(&r.history, &r.mainline, &c)
+                } else {
+                    Merged::default()
+                };
+                let mut row = commit_row(&r.repo, web, &mut c, &merged);
+                r.links.apply(&mut row);
+                row
+            })
+            .filter(|row| r.rules.keeps(row));
+        let wants_diffs = self.wants_diffs;
+        let keeps_part = |path: &str| wants_diffs && r.rules.keeps_path(path);
+        let rows = OneCommit::new(&r.repo, web, c, commit_row, keeps_part);
+        self.at += 1;
+        Some(Ok((self.at - 1, rows)))
+    }
+}
+
 /// One commit's kept rows in id order, each made as it is taken: a diff row's file part is
 /// taken (read back from its temporary file, for a commit of many files: [`crate::sources::diff::FileParts`]) only
 /// when its turn comes, so a commit of thousands of files is never held as rows. A part that
-/// cannot be read back ends the rows; [`CommitRows::for_each_commit_rows`] then fails.
+/// cannot be read back ends the rows; [`CommitRows::commit_rows`] then fails.
 pub(crate) struct OneCommit<'a> {
     repo: &'a str,
     web: Option<&'a str>,
@@ -696,6 +706,12 @@ pub(crate) struct OneCommit<'a> {
 }
 
 impl<'a> OneCommit<'a> {
+    /// Why the rows stopped short, if they did: a file part that could not be read back from
+    /// its temporary file. Asked once the rows are taken.
+    pub(crate) fn take_failure(&mut self) -> Option<std::io::Error> {
+        self.failed.take()
+    }
+
     /// The rows of `commit`: `commit_row` if kept, and a diff row for each file part whose path
     /// `keeps_part`.
     fn new(
@@ -876,14 +892,7 @@ mod tests {
         crate::sources::git::tests::git_ok(d, &["add", "-A"]);
         crate::sources::git::tests::git_ok(d, &["commit", "-q", "-m", "one file"]);
         let content = read_repo(d, "o/r", None, &RepoRules::default(), None, |_| {}).unwrap();
-        let mut files = Vec::new();
-        content
-            .tree
-            .for_each_file(|f, rows| {
-                files.push((f, rows));
-                Ok(true)
-            })
-            .unwrap();
+        let files: Vec<_> = content.tree.files().unwrap().map(Result::unwrap).collect();
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].0.content, text);
         assert!(files[0].1.iter().any(|r| r.kind() == RowType::Code), "{:?}", files[0].1);

@@ -585,11 +585,11 @@ pub(crate) fn repo_edges(
     for r in rows_sorted {
         row_edges(&mut set, r);
     }
-    tree.for_each_path(|_, mut rows| {
+    for path in tree.paths()? {
+        let (_, mut rows) = path?;
         rows.sort_by(|a, b| row_order(a).cmp(&row_order(b)));
         rows.iter().for_each(|r| row_edges(&mut set, r));
-        Ok(true)
-    })?;
+    }
     let mut order: Vec<usize> = (0..made_by.len()).collect();
     // Stable: one row's edges keep the order it made them in.
     order.sort_by(|&a, &b| made_by[a].cmp(&made_by[b]));

@@ -554,7 +554,7 @@ pub(crate) struct SegmentInput {
 }
 
 /// Cuts a crawled repository into build segments on a thread of its own: the history's rows
-/// are read from git one commit at a time ([`CommitRows::for_each_commit_rows`]), then the other
+/// are read from git one commit at a time ([`CommitRows::commit_rows`]), then the other
 /// rows follow in stream order, and each build segment goes out through the returned channel
 /// as soon as it is cut. The channel holds one segment, so the crawl runs at most one segment
 /// ahead of the embedding, and it waits while the rows it holds and those it handed on and not
@@ -610,22 +610,14 @@ pub(crate) fn cut_stream(
                 break;
             }
             let (start, mut jump) = (at, None);
-            let read_rows = commits.for_each_commit_rows(
-                start.0,
-                |place, all| {
-                    let skipped = place - read.get();
-                    progress.set_message(format!(
-                        "reading {repo} ({skipped} commits in build segments reused as they \
-                             were), commits"
-                    ));
-                    count(&progress, place as u64, all as u64);
-                },
-                |commit, rows| {
+            let mut read_rows = || -> Result<(), git::GitError> {
+                for next in commits.commit_rows(start.0)? {
+                    let (commit, mut rows) = next?;
                     if last_read.replace(Some(commit)) != Some(commit) {
                         read.set(read.get() + 1);
                     }
-                    let n = rows.len();
-                    for (i, row) in rows.into_iter().enumerate() {
+                    let (n, mut going) = (rows.len(), true);
+                    for (i, row) in rows.by_ref().enumerate() {
                         let i = i as u32;
                         if commit == start.0 && i < start.1 {
                             continue; // in the build segment reused before
@@ -633,19 +625,37 @@ pub(crate) fn cut_stream(
                         let last = i as usize + 1 == n;
                         cutter.push_history(row, RowAt { commit, row: i, last });
                         if !send(&mut cutter) {
-                            return false;
+                            going = false;
+                            break;
                         }
                         if cutter.at_boundary() {
                             let next = if last { (commit + 1, 0) } else { (commit, i + 1) };
                             if let Some(after) = cutter.try_reuse(next) {
                                 jump = Some(after);
-                                return false;
+                                going = false;
+                                break;
                             }
                         }
                     }
-                    true
-                },
-            );
+                    if let Some(e) = rows.take_failure() {
+                        return Err(git::GitError::Spill(e));
+                    }
+                    let place = commit + 1;
+                    if place.is_multiple_of(200) || place == all {
+                        let skipped = place - read.get();
+                        progress.set_message(format!(
+                            "reading {repo} ({skipped} commits in build segments reused as they \
+                                 were), commits"
+                        ));
+                        count(&progress, place as u64, all as u64);
+                    }
+                    if !going {
+                        break;
+                    }
+                }
+                Ok(())
+            };
+            let read_rows = read_rows();
             // A failed read of the spilled history gave answers that were not its own: that is
             // the cause of whatever followed.
             spill_check(&commits, &edge_reads, &repo)?;
@@ -669,18 +679,18 @@ pub(crate) fn cut_stream(
             }
         }
         if going {
-            tree.for_each_path(|files, mut rows| {
+            let reading = || format!("reading back the files at HEAD of {repo}");
+            'paths: for path in tree.paths().with_context(reading)? {
+                let (files, mut rows) = path.with_context(reading)?;
                 rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
                 cutter.expect_files(files);
                 for row in rows {
                     cutter.push(row);
                     if !send(&mut cutter) {
-                        return Ok(false);
+                        break 'paths;
                     }
                 }
-                Ok(true)
-            })
-            .with_context(|| format!("reading back the files at HEAD of {repo}"))?;
+            }
         }
         let last = cutter.finish();
         spill_check(&commits, &edge_reads, &repo)?;

@@ -28,8 +28,8 @@ struct Place {
 }
 
 /// The files read at HEAD, spilled as they are read ([`TreeFiles::add`]), then read back in
-/// path order ([`TreeFiles::for_each_path`]) or in the order they were read
-/// ([`TreeFiles::for_each_file`]).
+/// path order ([`TreeFiles::paths`]) or in the order they were read
+/// ([`TreeFiles::files`]).
 #[derive(Debug, Default)]
 pub(crate) struct TreeFiles {
     /// Created with the first file (a repository without files at HEAD has none).
@@ -59,7 +59,11 @@ impl TreeFiles {
 
     /// Appends `other`'s files (read after this one's: a wiki's pages after the repository's).
     pub(crate) fn append(&mut self, other: TreeFiles) -> std::io::Result<()> {
-        other.for_each_file(|file, rows| self.add(file, rows).map(|()| true))
+        for record in other.files()? {
+            let (file, rows) = record?;
+            self.add(file, rows)?;
+        }
+        Ok(())
     }
 
     /// How many rows its files have.
@@ -67,43 +71,48 @@ impl TreeFiles {
         self.rows
     }
 
-    /// Each file with its rows, in the order they were added, while `f` says go on.
-    pub(crate) fn for_each_file(
+    /// Each file with its rows, in the order they were added, read back as the iterator is
+    /// advanced.
+    pub(crate) fn files(
         &self,
-        mut f: impl FnMut(FileText, Vec<Row>) -> std::io::Result<bool>,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<impl Iterator<Item = std::io::Result<(FileText, Vec<Row>)>> + '_> {
         let mut reader = self.reader()?;
-        for place in &self.places {
+        Ok(self.places.iter().map(move |place| {
             let Record { file, rows } = reader.read(place)?;
-            if !f(file, rows)? {
-                break;
-            }
-        }
-        Ok(())
+            Ok((file, rows))
+        }))
     }
 
-    /// The files by path (byte order, as the cut's stream order takes them), each path's
-    /// files (two where a wiki page and a repository file share one) with their rows, while
-    /// `f` says go on.
-    pub(crate) fn for_each_path(
+    /// The files by path (byte order, as the cut's stream order takes them), read back as the
+    /// iterator is advanced: each path's files (two where a wiki page and a repository file
+    /// share one) with their rows.
+    pub(crate) fn paths(
         &self,
-        mut f: impl FnMut(Vec<FileText>, Vec<Row>) -> std::io::Result<bool>,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<impl Iterator<Item = std::io::Result<(Vec<FileText>, Vec<Row>)>> + '_>
+    {
         let mut order: Vec<&Place> = self.places.iter().collect();
         order.sort_by(|a, b| a.path.cmp(&b.path));
         let mut reader = self.reader()?;
-        for same in order.chunk_by(|a, b| a.path == b.path) {
+        let mut at = 0;
+        Ok(std::iter::from_fn(move || {
+            let first = order.get(at)?;
+            let same = order[at..].iter().take_while(|p| p.path == first.path).count();
             let (mut files, mut rows) = (Vec::new(), Vec::new());
-            for place in same {
-                let record = reader.read(place)?;
-                files.push(record.file);
-                rows.extend(record.rows);
+            for place in &order[at..at + same] {
+                match reader.read(place) {
+                    Ok(record) => {
+                        files.push(record.file);
+                        rows.extend(record.rows);
+                    }
+                    Err(e) => {
+                        at = order.len(); // nothing after an error
+                        return Some(Err(e));
+                    }
+                }
             }
-            if !f(files, rows)? {
-                break;
-            }
-        }
-        Ok(())
+            at += same;
+            Some(Ok((files, rows)))
+        }))
     }
 
     /// A reader of the records: every file added must have been written out
@@ -182,34 +191,18 @@ mod tests {
         tree.flush().unwrap();
         assert_eq!((tree.places.len(), tree.rows()), (4, 4));
 
-        let mut in_order = Vec::new();
-        tree.for_each_file(|f, rows| {
-            in_order.push((f, rows));
-            Ok(true)
-        })
-        .unwrap();
+        let in_order: Vec<_> = tree.files().unwrap().map(Result::unwrap).collect();
         assert_eq!(in_order, added);
 
-        let mut by_path = Vec::new();
-        tree.for_each_path(|files, rows| {
-            by_path.push((files, rows));
-            Ok(true)
-        })
-        .unwrap();
+        let by_path: Vec<_> = tree.paths().unwrap().map(Result::unwrap).collect();
         let paths: Vec<Vec<&str>> =
             by_path.iter().map(|(f, _)| f.iter().map(|f| f.path.as_str()).collect()).collect();
         assert_eq!(paths, [vec!["README.md"], vec!["src/a.rs"], vec!["src/b.rs", "src/b.rs"]]);
         let b_rows: Vec<Row> = [added[0].1.clone(), added[3].1.clone()].concat();
         assert_eq!(by_path[2].1, b_rows, "a path's rows, every file's, in the order added");
 
-        // Stopped early, it reads no further.
-        let mut seen = 0;
-        tree.for_each_path(|_, _| {
-            seen += 1;
-            Ok(seen < 2)
-        })
-        .unwrap();
-        assert_eq!(seen, 2);
+        // Taken one at a time, it reads no further than asked.
+        assert_eq!(tree.paths().unwrap().take(2).count(), 2);
     }
 
     #[test]
@@ -217,7 +210,7 @@ mod tests {
         let mut tree = TreeFiles::default();
         tree.flush().unwrap();
         assert!(tree.out.is_none());
-        tree.for_each_path(|_, _| panic!("no files")).unwrap();
+        assert_eq!(tree.paths().unwrap().count(), 0);
         assert_eq!(tree.rows(), 0);
     }
 }
