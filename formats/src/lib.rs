@@ -41,6 +41,7 @@ mod manifest;
 mod maxscore;
 mod merge;
 mod names;
+pub mod ngram;
 mod queue;
 mod read_dir;
 mod row;

@@ -181,6 +181,20 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "0")]
         rescore: Vec<usize>,
     },
+    /// The trigram index exact search plans on (hubdex_formats::ngram), over a directory of
+    /// files: its build time and bytes, and per pattern the candidates it leaves and the
+    /// matching lines once they are read and verified with the regex.
+    Ngram {
+        #[arg(long)]
+        corpus: PathBuf,
+        #[arg(long, required = true)]
+        pattern: Vec<String>,
+        /// Files larger than this are left out (zoekt's cap).
+        #[arg(long, default_value_t = 2 << 20)]
+        max_file_bytes: u64,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     EmbedderMemory {
         #[arg(long)]
         model: PathBuf,
@@ -1191,6 +1205,76 @@ fn vectors_bench(
     }))
 }
 
+/// `ngram`: the trigram index over `corpus`'s text files (no NUL in their first 8,000 bytes, at
+/// most `max_file_bytes`), then each pattern planned, its candidates read from disk and
+/// verified; the median of `runs` timings after one untimed run.
+fn ngram_bench(
+    corpus: &Path,
+    patterns: &[String],
+    max_file_bytes: u64,
+    runs: usize,
+) -> anyhow::Result<Value> {
+    use hubdex_formats::ngram::{NgramIndex, NgramWriter, plan};
+    let mut paths = Vec::new();
+    let (mut skipped, mut bytes) = (0usize, 0u64);
+    let started = Instant::now();
+    let mut writer = NgramWriter::new();
+    for entry in walkdir::WalkDir::new(corpus).sort_by_file_name() {
+        let entry = entry?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let len = entry.metadata()?.len();
+        if len > max_file_bytes {
+            skipped += 1;
+            continue;
+        }
+        let text = std::fs::read(entry.path())?;
+        if text[..text.len().min(8000)].contains(&0) {
+            skipped += 1;
+            continue;
+        }
+        bytes += len;
+        writer.add(&text);
+        paths.push(entry.path().to_path_buf());
+    }
+    let index_bytes = writer.finish();
+    let build_seconds = started.elapsed().as_secs_f64();
+    let index = NgramIndex::from_bytes(&index_bytes)?;
+    let mut rows = Vec::new();
+    for p in patterns {
+        let re = regex::bytes::Regex::new(p)?;
+        let query = plan(p)?;
+        let search = || -> anyhow::Result<(usize, usize)> {
+            let candidates = index.candidates(&query)?;
+            let mut lines = 0;
+            for &doc in &candidates {
+                let text = std::fs::read(&paths[doc as usize])?;
+                lines += text.split(|&b| b == b'\n').filter(|l| re.is_match(l)).count();
+            }
+            Ok((candidates.len(), lines))
+        };
+        search()?;
+        let mut times = Vec::new();
+        let mut found = (0, 0);
+        for _ in 0..runs.max(1) {
+            let t = Instant::now();
+            found = search()?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        rows.push(json!({
+            "pattern": p, "candidates": found.0, "lines": found.1,
+            "ms": times[times.len() / 2],
+        }));
+    }
+    Ok(json!({
+        "files": paths.len(), "skipped": skipped, "bytes": bytes,
+        "build_seconds": build_seconds, "index_bytes": index_bytes.len(),
+        "patterns": rows,
+    }))
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Build { .. } | Command::Merge { .. }) {
@@ -1228,6 +1312,9 @@ fn main() -> anyhow::Result<()> {
         )?,
         Command::Vectors { segment, query_vectors, ef, rescore } => {
             vectors_bench(&segment, &query_vectors, &ef, &rescore)?
+        }
+        Command::Ngram { corpus, pattern, max_file_bytes, runs } => {
+            ngram_bench(&corpus, &pattern, max_file_bytes, runs)?
         }
         Command::EmbedderMemory {
             model,
