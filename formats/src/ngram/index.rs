@@ -7,8 +7,6 @@
 //! documents in rising order as LEB128 gaps. Every read is bounds-checked: bytes that are not
 //! such an index are an error, never a panic.
 
-use std::collections::HashMap;
-
 use integer_encoding::VarInt as _;
 
 use super::{NgramError, Query, Trigram, trigrams_of};
@@ -18,54 +16,165 @@ const LAYOUT: u32 = 1;
 const HEADER: usize = 16;
 const ENTRY: usize = 12;
 
-/// Writes a trigram index: documents are numbered in the order they are added.
-#[derive(Debug, Default)]
+/// Writes a trigram index: documents are numbered in the order they are added. It holds at
+/// most `held_pairs` (trigram, document) pairs: past that they are sorted and spilled to an
+/// unnamed temporary file as a run, and [`NgramWriter::finish`] merges the runs, so what it
+/// holds does not grow with the corpus. The bytes are the same however many runs were made.
+#[derive(Debug)]
 pub struct NgramWriter {
-    postings: HashMap<Trigram, Vec<u32>>,
+    pending: Vec<(Trigram, u32)>,
+    held_pairs: usize,
+    runs: Vec<std::fs::File>,
     docs: u32,
 }
 
+/// The pairs a writer holds by default before it spills a run: 32 MiB of them.
+pub const NGRAM_HELD_PAIRS: usize = 4 << 20;
+
+impl Default for NgramWriter {
+    fn default() -> Self {
+        Self::holding(NGRAM_HELD_PAIRS)
+    }
+}
+
 impl NgramWriter {
-    /// An empty index.
+    /// An empty index, holding [`NGRAM_HELD_PAIRS`] pairs at most.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty index holding at most `held_pairs` (trigram, document) pairs (8 bytes each).
+    pub fn holding(held_pairs: usize) -> Self {
+        NgramWriter {
+            pending: Vec::new(),
+            held_pairs: held_pairs.max(1),
+            runs: Vec::new(),
+            docs: 0,
+        }
+    }
+
     /// Adds a document; its number.
-    pub fn add(&mut self, text: &[u8]) -> u32 {
+    pub fn add(&mut self, text: &[u8]) -> std::io::Result<u32> {
         let doc = self.docs;
         for t in trigrams_of(text) {
-            self.postings.entry(t).or_default().push(doc);
+            self.pending.push((t, doc));
+            if self.pending.len() >= self.held_pairs {
+                self.spill()?;
+            }
         }
         self.docs += 1;
-        doc
+        Ok(doc)
+    }
+
+    /// The pairs held, sorted, to a temporary file of their own.
+    fn spill(&mut self) -> std::io::Result<()> {
+        use std::io::{Seek as _, Write as _};
+        self.pending.sort_unstable();
+        let mut out = std::io::BufWriter::new(tempfile::tempfile()?);
+        for (t, d) in self.pending.drain(..) {
+            out.write_all(&t.to_le_bytes())?;
+            out.write_all(&d.to_le_bytes())?;
+        }
+        let mut file = out.into_inner().map_err(|e| e.into_error())?;
+        file.rewind()?;
+        self.runs.push(file);
+        self.pending.shrink_to(self.held_pairs);
+        Ok(())
     }
 
     /// The index's bytes.
-    pub fn finish(self) -> Vec<u8> {
-        let mut terms: Vec<(Trigram, Vec<u32>)> = self.postings.into_iter().collect();
-        terms.sort_unstable_by_key(|(t, _)| *t);
-        let mut postings = Vec::new();
-        let mut table = Vec::with_capacity(terms.len() * ENTRY);
-        for (t, docs) in &terms {
+    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
+        let pairs: Box<dyn Iterator<Item = std::io::Result<(Trigram, u32)>>> =
+            if self.runs.is_empty() {
+                self.pending.sort_unstable();
+                Box::new(std::mem::take(&mut self.pending).into_iter().map(Ok))
+            } else {
+                self.spill()?;
+                Box::new(Merged::of(std::mem::take(&mut self.runs))?)
+            };
+        let (mut table, mut postings, mut terms) = (Vec::new(), Vec::new(), 0u32);
+        let mut current: Option<(Trigram, u32, u32)> = None; // trigram, count, last doc
+        let close = |table: &mut Vec<u8>, t: Trigram, offset: usize, count: u32| {
             table.extend_from_slice(&t.to_le_bytes());
-            table.extend_from_slice(&(postings.len() as u32).to_le_bytes());
-            table.extend_from_slice(&(docs.len() as u32).to_le_bytes());
-            let mut last = 0u32;
-            for (i, &d) in docs.iter().enumerate() {
-                let gap = if i == 0 { d } else { d - last };
-                postings.extend_from_slice(&gap.encode_var_vec());
-                last = d;
+            table.extend_from_slice(&(offset as u32).to_le_bytes());
+            table.extend_from_slice(&count.to_le_bytes());
+        };
+        let mut offset = 0;
+        for pair in pairs {
+            let (t, d) = pair?;
+            match &mut current {
+                Some((ct, count, last)) if *ct == t => {
+                    postings.extend_from_slice(&(d - *last).encode_var_vec());
+                    *count += 1;
+                    *last = d;
+                }
+                _ => {
+                    if let Some((ct, count, _)) = current {
+                        close(&mut table, ct, offset, count);
+                        terms += 1;
+                    }
+                    offset = postings.len();
+                    postings.extend_from_slice(&d.encode_var_vec());
+                    current = Some((t, 1, d));
+                }
             }
+        }
+        if let Some((ct, count, _)) = current {
+            close(&mut table, ct, offset, count);
+            terms += 1;
         }
         let mut out = Vec::with_capacity(HEADER + table.len() + postings.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&LAYOUT.to_le_bytes());
         out.extend_from_slice(&self.docs.to_le_bytes());
-        out.extend_from_slice(&(terms.len() as u32).to_le_bytes());
+        out.extend_from_slice(&terms.to_le_bytes());
         out.extend_from_slice(&table);
         out.extend_from_slice(&postings);
-        out
+        Ok(out)
+    }
+}
+
+/// The spilled runs merged: every (trigram, document) pair in order, a pair of each run held.
+struct Merged {
+    runs: Vec<std::io::BufReader<std::fs::File>>,
+    heads: std::collections::BinaryHeap<std::cmp::Reverse<((Trigram, u32), usize)>>,
+}
+
+impl Merged {
+    fn of(files: Vec<std::fs::File>) -> std::io::Result<Merged> {
+        let mut merged = Merged {
+            runs: files.into_iter().map(std::io::BufReader::new).collect(),
+            heads: std::collections::BinaryHeap::new(),
+        };
+        for i in 0..merged.runs.len() {
+            merged.advance(i)?;
+        }
+        Ok(merged)
+    }
+
+    /// Reads run `i`'s next pair into the heads, if it has one.
+    fn advance(&mut self, i: usize) -> std::io::Result<()> {
+        use std::io::Read as _;
+        let mut record = [0u8; 8];
+        match self.runs[i].read_exact(&mut record) {
+            Ok(()) => {
+                let t = u32::from_le_bytes(record[..4].try_into().expect("4 bytes"));
+                let d = u32::from_le_bytes(record[4..].try_into().expect("4 bytes"));
+                self.heads.push(std::cmp::Reverse(((t, d), i)));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Iterator for Merged {
+    type Item = std::io::Result<(Trigram, u32)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let std::cmp::Reverse((pair, i)) = self.heads.pop()?;
+        Some(self.advance(i).map(|()| pair))
     }
 }
 
@@ -197,9 +306,9 @@ mod tests {
         let texts = corpus();
         let mut writer = NgramWriter::new();
         for t in &texts {
-            writer.add(t);
+            writer.add(t).unwrap();
         }
-        let bytes = writer.finish();
+        let bytes = writer.finish().unwrap();
         let index = NgramIndex::from_bytes(&bytes).unwrap();
         assert_eq!(index.docs() as usize, texts.len());
         let mut pruned = 0;
@@ -221,9 +330,9 @@ mod tests {
     #[test]
     fn bytes_that_are_not_an_index_are_an_error() {
         let mut writer = NgramWriter::new();
-        writer.add(b"hello world");
-        writer.add(b"world peace");
-        let bytes = writer.finish();
+        writer.add(b"hello world").unwrap();
+        writer.add(b"world peace").unwrap();
+        let bytes = writer.finish().unwrap();
         let index = NgramIndex::from_bytes(&bytes).unwrap();
         assert_eq!(index.postings(super::super::trigram(*b"wor")).unwrap(), [0, 1]);
         assert!(NgramIndex::from_bytes(b"nope").is_err());
@@ -234,14 +343,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A writer that spills every few pairs writes the same bytes as one that holds them all.
+        #[test]
+        fn spilled_runs_merge_into_the_same_bytes(
+            texts in proptest::collection::vec("[a-e ]{0,40}", 0..12),
+            held in 1usize..20,
+        ) {
+            let write = |held: usize| {
+                let mut w = NgramWriter::holding(held);
+                for t in &texts {
+                    w.add(t.as_bytes()).unwrap();
+                }
+                w.finish().unwrap()
+            };
+            proptest::prop_assert_eq!(write(held), write(usize::MAX));
+        }
+
         /// Any cut or changed byte of a valid index gives an error or an answer, never a panic.
         #[test]
         fn a_damaged_index_never_panics(cut in 0usize..400, at in 0usize..400, byte: u8) {
             let mut writer = NgramWriter::new();
             for text in ["fn parse_args", "struct MemoryBudget", "parse the budget", "args"] {
-                writer.add(text.as_bytes());
+                writer.add(text.as_bytes()).unwrap();
             }
-            let mut bytes = writer.finish();
+            let mut bytes = writer.finish().unwrap();
             if let Some(b) = bytes.get_mut(at) {
                 *b = byte;
             }

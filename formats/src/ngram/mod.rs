@@ -10,7 +10,7 @@
 mod index;
 mod plan;
 
-pub use index::{NgramIndex, NgramWriter};
+pub use index::{NGRAM_HELD_PAIRS, NgramIndex, NgramWriter};
 pub use plan::plan;
 
 /// A trigram: three bytes, ASCII letters folded to lower case, packed big-endian in a `u32`.

@@ -1235,10 +1235,10 @@ fn ngram_bench(
             continue;
         }
         bytes += len;
-        writer.add(&text);
+        writer.add(&text)?;
         paths.push(entry.path().to_path_buf());
     }
-    let index_bytes = writer.finish();
+    let index_bytes = writer.finish()?;
     let build_seconds = started.elapsed().as_secs_f64();
     let index = NgramIndex::from_bytes(&index_bytes)?;
     let mut rows = Vec::new();
