@@ -59,18 +59,17 @@ impl Query {
     }
 
     /// `parts` required together, simplified: `All` parts dropped, `Nothing` wins, nested
-    /// `And`s flattened, repeated trigrams once.
+    /// `And`s flattened, each repeated part once.
     fn and(parts: Vec<Query>) -> Query {
         let mut flat = Vec::new();
         for p in parts {
             match p {
                 Query::All => {}
                 Query::Nothing => return Query::Nothing,
-                Query::And(inner) => flat.extend(inner),
-                other => flat.push(other),
+                Query::And(inner) => inner.into_iter().for_each(|q| push_once(&mut flat, q)),
+                other => push_once(&mut flat, other),
             }
         }
-        flat.dedup();
         match flat.len() {
             0 => Query::All,
             1 => flat.pop().expect("one part"),
@@ -79,23 +78,30 @@ impl Query {
     }
 
     /// Any of `parts`, simplified: an `All` part makes the whole `All`, `Nothing` parts
-    /// dropped, nested `Or`s flattened.
+    /// dropped, nested `Or`s flattened, each repeated part once.
     fn or(parts: Vec<Query>) -> Query {
         let mut flat = Vec::new();
         for p in parts {
             match p {
                 Query::All => return Query::All,
                 Query::Nothing => {}
-                Query::Or(inner) => flat.extend(inner),
-                other => flat.push(other),
+                Query::Or(inner) => inner.into_iter().for_each(|q| push_once(&mut flat, q)),
+                other => push_once(&mut flat, other),
             }
         }
-        flat.dedup();
         match flat.len() {
             0 => Query::Nothing,
             1 => flat.pop().expect("one part"),
             _ => Query::Or(flat),
         }
+    }
+}
+
+/// Adds `q` to `parts` unless an equal part is there already: a literal like `abcabc` names
+/// `abc` twice, and its postings need reading once.
+fn push_once(parts: &mut Vec<Query>, q: Query) {
+    if !parts.contains(&q) {
+        parts.push(q);
     }
 }
 

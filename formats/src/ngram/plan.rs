@@ -47,11 +47,16 @@ impl Info {
     /// The query the node implies: its strings' trigrams (any of them), and what it requires.
     fn query(&self) -> Query {
         let from_strings = match &self.exact {
-            Some(strings) => Query::or(strings.iter().map(|s| all_trigrams(s)).collect()),
+            Some(strings) => any_of(strings),
             None => Query::All,
         };
         Query::and(vec![from_strings, self.required.clone()])
     }
+}
+
+/// Any of `strings`, each requiring all its trigrams.
+fn any_of(strings: &[Vec<u8>]) -> Query {
+    Query::or(strings.iter().map(|s| all_trigrams(s)).collect())
 }
 
 /// The trigrams of `s`, all required; `All` when it has none.
@@ -91,7 +96,7 @@ fn info(hir: &Hir) -> Info {
                 if strings.len() <= MAX_STRINGS {
                     return Info::exact(strings);
                 }
-                return Info::inexact(Query::or(strings.iter().map(|s| all_trigrams(s)).collect()));
+                return Info::inexact(any_of(&strings));
             }
             Info::inexact(Query::or(infos.iter().map(Info::query).collect()))
         }
@@ -105,7 +110,6 @@ fn concat(parts: impl Iterator<Item = Info>) -> Info {
     let mut required = Vec::new();
     let mut run: Vec<Vec<u8>> = vec![Vec::new()];
     let mut all_exact = true;
-    let any_of = |strings: &[Vec<u8>]| Query::or(strings.iter().map(|s| all_trigrams(s)).collect());
     for part in parts {
         match part.exact {
             Some(next) if run.len() * next.len() <= MAX_STRINGS => {
@@ -185,6 +189,11 @@ mod tests {
         assert_eq!(plan(r"(?i)ABC").unwrap(), t("abc"), "case folds as the index folds it");
         assert_eq!(plan(r"\bmod\b").unwrap(), t("mod"), "assertions keep literals adjacent");
         assert_eq!(plan("a(b|c)d").unwrap(), Query::Or(vec![t("abd"), t("acd")]));
+        assert_eq!(
+            plan("abcabc").unwrap(),
+            Query::And(vec![t("abc"), t("bca"), t("cab")]),
+            "a trigram the literal repeats is required once"
+        );
         assert_eq!(plan("abc|xy").unwrap(), Query::All, "one branch requires nothing");
         assert!(matches!(plan("fn ("), Err(NgramError::Pattern { .. })));
     }
