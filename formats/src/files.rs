@@ -1,13 +1,14 @@
-//! files.parquet: the full text of the files a segment indexes (docs, later code), at the
-//! commit they were read at, so `read_span` can return exact lines. Optional in version 1: a
-//! segment without it simply has no spans to read.
+//! files.parquet: the full text of every text file of a repository at the commit it was
+//! indexed at, so `read_span` can return exact lines and `grep` search every one; the files
+//! exact search skips (binary, over its size cap) are listed with no text. Optional: a segment
+//! without it simply has no spans to read.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::FormatError;
 use crate::rows::{read_batches, utf8_column, zstd_writer};
-use arrow::array::{Array, RecordBatch, StringArray};
+use arrow::array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 /// The file name of a segment's file texts.
@@ -22,8 +23,68 @@ pub struct FileText {
     pub commit_sha: String,
     /// Language as the chunker names it, when known.
     pub language: Option<String>,
-    /// The whole file, UTF-8.
+    /// The whole file, UTF-8 (empty when `skipped` says why it is not held).
     pub content: String,
+    /// Vendored: a copy of someone else's code (under `vendor/`, `third_party/`,
+    /// `node_modules/`). Exact search includes it and marks it.
+    #[serde(default)]
+    pub vendored: bool,
+    /// Generated: minified, a lock file, or a file whose head says a tool wrote it.
+    #[serde(default)]
+    pub generated: bool,
+    /// Why the file's text is not held, for a file that is listed only to be counted.
+    #[serde(default)]
+    pub skipped: Option<Skipped>,
+}
+
+impl FileText {
+    /// A text file as read, neither vendored nor generated.
+    pub fn new(path: &str, commit_sha: &str, language: Option<&str>, content: String) -> Self {
+        FileText {
+            path: path.to_string(),
+            commit_sha: commit_sha.to_string(),
+            language: language.map(str::to_string),
+            content,
+            vendored: false,
+            generated: false,
+            skipped: None,
+        }
+    }
+}
+
+/// Why a file of the tree has no text in the snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// A NUL byte in it ([`is_binary`]).
+    Binary,
+    /// Larger than [`MAX_TEXT_FILE_BYTES`].
+    TooLarge,
+}
+
+impl Skipped {
+    /// The name files.parquet and the tools use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Skipped::Binary => "binary",
+            Skipped::TooLarge => "too_large",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Skipped> {
+        [Skipped::Binary, Skipped::TooLarge].into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// The largest file whose text a snapshot holds: 2 MiB, zoekt's cap. Larger files are listed
+/// as [`Skipped::TooLarge`].
+pub const MAX_TEXT_FILE_BYTES: u64 = 2 << 20;
+
+/// Whether `bytes` are a binary file's: a NUL byte anywhere. ripgrep stops at the first NUL
+/// and reports no line of the buffer that holds it, so a file with one has no lines to
+/// search; git's own test reads only the first 8,000 bytes.
+pub fn is_binary(bytes: &[u8]) -> bool {
+    bytes.contains(&0)
 }
 
 fn schema() -> SchemaRef {
@@ -32,6 +93,9 @@ fn schema() -> SchemaRef {
         Field::new("commit_sha", DataType::Utf8, false),
         Field::new("language", DataType::Utf8, true),
         Field::new("content", DataType::Utf8, false),
+        Field::new("vendored", DataType::Boolean, true),
+        Field::new("generated", DataType::Boolean, true),
+        Field::new("skipped", DataType::Utf8, true),
     ]))
 }
 
@@ -49,6 +113,15 @@ pub fn write_files(path: &Path, files: &[FileText]) -> Result<(), FormatError> {
                 ),
                 Arc::new(chunk.iter().map(|f| f.language.as_deref()).collect::<StringArray>()),
                 Arc::new(chunk.iter().map(|f| Some(f.content.as_str())).collect::<StringArray>()),
+                Arc::new(
+                    chunk.iter().map(|f| f.vendored.then_some(true)).collect::<BooleanArray>(),
+                ),
+                Arc::new(
+                    chunk.iter().map(|f| f.generated.then_some(true)).collect::<BooleanArray>(),
+                ),
+                Arc::new(
+                    chunk.iter().map(|f| f.skipped.map(Skipped::as_str)).collect::<StringArray>(),
+                ),
             ],
         )?;
         w.write(&batch).map_err(pq)?;
@@ -67,12 +140,31 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
         let batch = batch?;
         let col = |name: &str| utf8_column(&batch, name, path);
         let (p, c, l, t) = (col("path")?, col("commit_sha")?, col("language")?, col("content")?);
+        // Written before files carried their marks: absent columns, nothing marked.
+        let flag = |name: &str| {
+            batch.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+        };
+        let (vendored, generated) = (flag("vendored"), flag("generated"));
+        let skipped =
+            batch.column_by_name("skipped").and_then(|c| c.as_any().downcast_ref::<StringArray>());
+        let set =
+            |a: Option<&BooleanArray>, i: usize| a.is_some_and(|a| a.is_valid(i) && a.value(i));
         for i in 0..batch.num_rows() {
+            let skipped = match skipped.filter(|s| s.is_valid(i)) {
+                None => None,
+                Some(s) => Some(Skipped::parse(s.value(i)).ok_or_else(|| FormatError::Schema {
+                    what: path.display().to_string(),
+                    detail: format!("skipped is {:?}, not binary or too_large", s.value(i)),
+                })?),
+            };
             out.push(FileText {
                 path: p.value(i).to_string(),
                 commit_sha: c.value(i).to_string(),
                 language: (!l.is_null(i)).then(|| l.value(i).to_string()),
                 content: t.value(i).to_string(),
+                vendored: set(vendored, i),
+                generated: set(generated, i),
+                skipped,
             });
         }
     }
@@ -134,8 +226,11 @@ impl FileStoreWriter {
         Ok(FileStoreWriter { index, writer, fields, dir: dir.to_path_buf() })
     }
 
-    /// Adds the text of one file of `repo`.
+    /// Adds the text of one file of `repo`; a file listed without its text is left out.
     pub(crate) fn add(&mut self, repo: &str, f: &FileText) -> Result<(), FormatError> {
+        if f.skipped.is_some() {
+            return Ok(());
+        }
         let [key, sha, lang, content] = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
         doc.add_text(key, file_key(repo, &f.path));
@@ -206,10 +301,13 @@ impl FileStore {
                 self.searcher.doc(tantivy::DocAddress::new(ord as u32, doc)).map_err(tv)?;
             let text = |f| d.get_first(f).and_then(|v| v.as_str()).map(str::to_string);
             return Ok(Some(FileText {
-                path: path.to_string(),
-                commit_sha: text(sha).unwrap_or_default(),
                 language: text(lang),
-                content: text(content).unwrap_or_default(),
+                ..FileText::new(
+                    path,
+                    &text(sha).unwrap_or_default(),
+                    None,
+                    text(content).unwrap_or_default(),
+                )
             }));
         }
         Ok(None)

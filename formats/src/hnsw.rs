@@ -219,7 +219,7 @@ impl SectionWriter {
 }
 
 /// Maps `path` read-only (random access: no read-ahead of pages a search will not touch).
-fn map(path: &Path) -> Result<OwnedBytes, FormatError> {
+pub(crate) fn map(path: &Path) -> Result<OwnedBytes, FormatError> {
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (d, Path::new(n)),
         _ => return Err(bad(path, "not a file path")),

@@ -9,7 +9,7 @@
 //! - a segment directory ([`write_segment`], [`Segment::open`]; verified where it enters the
 //!   cache, in [`Store::fetch_segment`]), its
 //!   serving index ([`ServingIndex`]: BM25, filter and sort columns, stored rows), its file
-//!   store ([`FileStore`]) and merged segments ([`plan_merges`], [`write_merged_segment`]);
+//!   store ([`FileStore`]), its exact-search store ([`GrepStore`]) and merged segments ([`plan_merges`], [`write_merged_segment`]);
 //! - `segment.json`, `manifest.json` and `LATEST` ([`SegmentMeta`], [`Manifest`], [`Latest`]);
 //! - the small versioned records beside them: pins ([`Pin`]), delta-queue entries
 //!   ([`QueueEntry`]) and a sharded build's staged records ([`StagedCrawl`], [`StagedSegment`]);
@@ -35,6 +35,7 @@ mod edges;
 mod error;
 mod files;
 mod filter;
+mod grep;
 pub mod hnsw;
 mod malloc;
 mod manifest;
@@ -60,10 +61,14 @@ pub use edges::{
     entity_web_path, read_edges, write_edges,
 };
 pub use error::{FormatError, StoreError};
-pub use files::{FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_files};
+pub use files::{
+    FILES_DIR, FILES_PARQUET, FileStore, FileText, MAX_TEXT_FILE_BYTES, Skipped, is_binary,
+    read_files, write_files,
+};
 pub use filter::{
     FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
 };
+pub use grep::{GREP_DIR, GrepFile, GrepStore, GrepStoreWriter};
 pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES, give_back_freed};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::FormatError;
 use crate::files::{FILES_DIR, FILES_PARQUET, FileStoreWriter, read_files};
+use crate::grep::{GREP_DIR, GrepStoreWriter};
 use crate::hnsw::{HnswWriter, MeanOf};
 use crate::manifest::{FORMAT_VERSION, ManifestSegment, ModelIdentity, SegmentMeta};
 use crate::manifest::{VECTORS_HNSW, VECTORS_USEARCH};
@@ -482,18 +483,23 @@ fn merge_text(
         }
     }
     index.finish()?;
-    let mut store: Option<FileStoreWriter> = None;
+    let mut stores: Option<(FileStoreWriter, GrepStoreWriter)> = None;
     for (m, meta) in member_dirs.iter().zip(metas) {
         for f in read_files(&m.join(FILES_PARQUET))? {
-            let w = match &mut store {
+            let (files, grep) = match &mut stores {
                 Some(w) => w,
-                None => store.insert(FileStoreWriter::create(&dir.join(FILES_DIR))?),
+                None => stores.insert((
+                    FileStoreWriter::create(&dir.join(FILES_DIR))?,
+                    GrepStoreWriter::create(&dir.join(GREP_DIR))?,
+                )),
             };
-            w.add(&meta.repo, &f)?;
+            files.add(&meta.repo, &f)?;
+            grep.add(&meta.repo, &f)?;
         }
     }
-    if let Some(w) = store {
-        w.finish()?;
+    if let Some((files, grep)) = stores {
+        files.finish()?;
+        grep.finish()?;
     }
     Ok(stats)
 }

@@ -8,6 +8,8 @@
 //!                                 rows (crate::serving), one tantivy segment
 //!               files/            the file store read_span reads (when there are files)
 //!               edges/            the edge index `related` reads (when there are edges)
+//!               grep/             every text file and its trigram index, for `grep` (when
+//!                                 there are files; crate::grep)
 //!               vectors.usearch   HNSW over row ordinals
 //!               segment.json      counts, versions, model, sha256 of every file above
 //! ```
@@ -28,6 +30,7 @@ use crate::error::FormatError;
 use crate::files::{
     FILES_DIR, FILES_PARQUET, FileStore, FileText, read_files, write_file_store, write_files,
 };
+use crate::grep::{GREP_DIR, GrepStore, write_grep_store};
 use crate::manifest::{
     FORMAT_VERSION, FileEntry, ModelIdentity, SegmentMeta, VECTORS_HNSW, VECTORS_USEARCH,
 };
@@ -217,6 +220,7 @@ pub(crate) fn write_indexes(
             write_serving_index(&dir.join(TEXT_DIR), input.rows.iter().copied(), &input.analyzers)?;
             if !input.files.is_empty() {
                 write_file_store(&dir.join(FILES_DIR), input.files.iter().copied())?;
+                write_grep_store(&dir.join(GREP_DIR), input.files.iter().copied())?;
             }
             Ok::<(), FormatError>(())
         });
@@ -347,7 +351,8 @@ pub fn input_sha256(
         }
     }
     for f in files {
-        let file = (&f.path, &f.commit_sha, &f.language, &f.content);
+        let file =
+            (&f.path, &f.commit_sha, &f.language, &f.content, f.vendored, f.generated, f.skipped);
         put("file", serde_json::to_vec(&file));
     }
     for e in edges {
@@ -390,6 +395,9 @@ pub struct Segment {
     pub files: Option<FileStore>,
     /// Cross-references for `related`; `None` when the segment has no edges.
     pub edges: Option<EdgeIndex>,
+    /// Every text file and its trigram index for `grep`; `None` when the segment indexes no
+    /// files or is of a format before exact search (8 and older).
+    pub grep: Option<GrepStore>,
     /// The local directory the segment was opened from.
     pub dir: PathBuf,
 }
@@ -433,7 +441,9 @@ impl Segment {
         let files = if files_dir.is_dir() { Some(FileStore::open(&files_dir)?) } else { None };
         let edges_dir = dir.join(EDGES_DIR);
         let edges = if edges_dir.is_dir() { Some(EdgeIndex::open(&edges_dir)?) } else { None };
-        Ok(Segment { meta, text, vectors, files, edges, dir: dir.to_path_buf() })
+        let grep_dir = dir.join(GREP_DIR);
+        let grep = if grep_dir.is_dir() { Some(GrepStore::open(&grep_dir)?) } else { None };
+        Ok(Segment { meta, text, vectors, files, edges, grep, dir: dir.to_path_buf() })
     }
 }
 
@@ -450,6 +460,7 @@ pub fn upgrade_segment(src: &Path, dst: &Path) -> Result<(), FormatError> {
     write_serving_index(&dst.join(TEXT_DIR), rows.iter(), &analyzers)?;
     if !files.is_empty() {
         write_file_store(&dst.join(FILES_DIR), files.iter().map(|f| (meta.repo.as_str(), f)))?;
+        write_grep_store(&dst.join(GREP_DIR), files.iter().map(|f| (meta.repo.as_str(), f)))?;
     }
     let (from, to) = (src.join(VECTORS_USEARCH), dst.join(VECTORS_USEARCH));
     if std::fs::hard_link(&from, &to).is_err() {

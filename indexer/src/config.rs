@@ -64,14 +64,20 @@ pub struct RepoConfig {
     pub release_tags: Option<String>,
 }
 
-/// Files that are never indexed as code: vendored, generated, minified or lock files.
-pub const CODE_SKIP_GLOBS: &[&str] = &[
+/// Vendored files: copies of someone else's code. Never chunked as code; exact search holds
+/// them, marked.
+pub const VENDORED_GLOBS: &[&str] = &[
     "**/vendor/**",
     "vendor/**",
     "**/third_party/**",
     "third_party/**",
     "**/node_modules/**",
     "node_modules/**",
+];
+
+/// Generated files by name: minified, source maps, lock files, protobuf output. Never chunked
+/// as code; exact search holds them, marked.
+pub const GENERATED_GLOBS: &[&str] = &[
     "**/*.min.js",
     "**/*.min.css",
     "**/*.map",
@@ -80,8 +86,20 @@ pub const CODE_SKIP_GLOBS: &[&str] = &[
     "**/*.pb.go",
     "**/*_pb2.py",
     "**/*.generated.*",
-    "**/*.svg",
 ];
+
+/// Files that are never indexed as code: the vendored and generated ones, and images as text.
+pub fn code_skip_globs() -> impl Iterator<Item = &'static str> {
+    VENDORED_GLOBS.iter().chain(GENERATED_GLOBS).chain(&["**/*.svg"]).copied()
+}
+
+fn glob_set<'a>(globs: impl IntoIterator<Item = &'a str>) -> GlobSet {
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        b.add(Glob::new(g).expect("the built-in globs are valid"));
+    }
+    b.build().expect("the built-in globs are valid")
+}
 
 /// A code file whose first lines say this was generated, not written.
 pub(crate) fn looks_generated(head: &str) -> bool {
@@ -101,18 +119,20 @@ pub struct CodeRules {
     pub skip: GlobSet,
     /// Leave doc comments out of code chunks.
     pub strip_doc_comments: bool,
+    /// Paths exact search marks vendored ([`VENDORED_GLOBS`]).
+    pub vendored: GlobSet,
+    /// Paths exact search marks generated ([`GENERATED_GLOBS`]; a file's head can say so too).
+    pub generated: GlobSet,
 }
 
 impl Default for CodeRules {
     fn default() -> Self {
-        let mut b = GlobSetBuilder::new();
-        for g in CODE_SKIP_GLOBS {
-            b.add(Glob::new(g).expect("the built-in globs are valid"));
-        }
         CodeRules {
             max_file_bytes: 256 * 1024,
-            skip: b.build().expect("the built-in globs are valid"),
+            skip: glob_set(code_skip_globs()),
             strip_doc_comments: false,
+            vendored: glob_set(VENDORED_GLOBS.iter().copied()),
+            generated: glob_set(GENERATED_GLOBS.iter().copied()),
         }
     }
 }

@@ -13,7 +13,9 @@ mod progress;
 pub mod sources;
 mod temp;
 
-pub use config::{CODE_SKIP_GLOBS, CodeRules, Config, RepoConfig, RepoRules};
+pub use config::{
+    CodeRules, Config, GENERATED_GLOBS, RepoConfig, RepoRules, VENDORED_GLOBS, code_skip_globs,
+};
 pub use embed_bench::{EmbedBenchReport, embed_bench, embed_bench_corpus};
 pub use pipeline::budget::{DEFAULT_MEMORY_BUDGET, MemoryBudget, parse_size};
 pub use pipeline::build::{BuildOptions, BuildReport, build, build_with};

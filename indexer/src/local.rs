@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use hubdex_formats::{BODY_MAX_CHARS, FileText, Row, RowType, row_id};
+use hubdex_formats::{
+    BODY_MAX_CHARS, FileText, MAX_TEXT_FILE_BYTES, Row, RowType, Skipped, is_binary, row_id,
+};
 
 use crate::config::{RepoRules, looks_generated};
 use crate::graph::history::{CommitNo, History};
@@ -19,7 +21,7 @@ use crate::sources::message::Message;
 use crate::sources::refs::find_refs;
 use crate::sources::tree::TreeFiles;
 
-/// Markdown files larger than this are skipped (generated changelogs, dumps).
+/// Markdown files larger than this are not chunked into doc rows (generated changelogs, dumps).
 const DOC_MAX_BYTES: u64 = 1 << 20;
 
 /// What a repository yields before its history's rows: its files at HEAD (docs and code, kept
@@ -197,9 +199,11 @@ impl CommitRows {
     }
 }
 
-/// Reads the source files at HEAD as `code` rows (see [`crate::sources::code`]): every text file that is
-/// not markdown, not vendored or generated, and not larger than the rules allow. Each file goes
-/// to `out` as it is read.
+/// Reads the files at HEAD other than markdown (when the rules keep code): every one goes to
+/// `out` for `read_span` and `grep`, a text file up to [`MAX_TEXT_FILE_BYTES`] with its text
+/// (vendored and generated ones marked), a binary or larger one listed without it. A text
+/// file that is not vendored or generated, has a language and is not larger than the code
+/// rules allow is also chunked into `code` rows (see [`crate::sources::code`]).
 fn read_code(
     dir: &Path,
     tree: &HeadTree,
@@ -210,58 +214,100 @@ fn read_code(
     out: &mut TreeFiles,
 ) -> Result<(), GitError> {
     let head = &tree.head;
-    let paths: Vec<String> = tree
-        .files
-        .iter()
-        .filter(|p| !is_markdown(p) && rules.keeps_path(p) && !rules.code.skip.is_match(p))
-        .filter(|p| Lang::of_path(p).is_some() || plain_language(p).is_some())
-        .cloned()
-        .collect();
+    let paths: Vec<String> =
+        tree.files.iter().filter(|p| !is_markdown(p) && rules.keeps_path(p)).cloned().collect();
     let opts = ChunkOptions { strip_doc_comments: rules.code.strip_doc_comments };
-    for blob in git::blobs(dir, head, &paths, rules.code.max_file_bytes)? {
+    let mut blobs = git::blobs(dir, head, &paths, MAX_TEXT_FILE_BYTES)?;
+    for blob in blobs.by_ref() {
         let (path, bytes) = blob?;
-        if bytes[..bytes.len().min(8000)].contains(&0) {
-            continue;
-        }
-        let Ok(text) = String::from_utf8(bytes) else { continue };
-        // Its first 2,000 bytes, cut back to a character's start (a file is any UTF-8).
-        if looks_generated(&text[..text.floor_char_boundary(2000)]) {
-            continue;
-        }
         let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
-        let updated = history.last_change(path);
-        let file_name = path.rsplit('/').next().unwrap_or(path);
-        let chunked = chunk_code(path, &text, opts);
-        let mut rows = Vec::with_capacity(chunked.chunks.len());
-        for (i, chunk) in chunked.chunks.into_iter().enumerate() {
-            let mut row = Row::new(RowType::Code, repo, &format!("file/{path}"), i as u32);
-            row.title = Some(match &chunk.symbol {
-                Some(sym) => format!("{sym} ({file_name})"),
-                None => format!("{file_name}:{}-{}", chunk.line_start, chunk.line_end),
-            });
-            row.symbol = chunk.symbol;
-            row.path = Some(path.to_string());
-            row.language = language.map(str::to_string);
-            row.line_start = Some(chunk.line_start as i64);
-            row.line_end = Some(chunk.line_end as i64);
-            row.commit_sha = Some(head.clone());
-            row.created_at = updated;
-            row.updated_at = updated;
-            row.url = web.map(|w| {
-                format!("{w}/blob/{head}/{path}#L{}-L{}", chunk.line_start, chunk.line_end)
-            });
-            row.set_body(&chunk.text);
-            rows.push(row);
+        if is_binary(&bytes) {
+            let file = FileText {
+                skipped: Some(Skipped::Binary),
+                ..FileText::new(path, head, language, String::new())
+            };
+            keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+            continue;
         }
-        let file = FileText {
-            path: path.to_string(),
-            commit_sha: head.clone(),
-            language: language.map(str::to_string),
-            content: text,
+        let size = bytes.len() as u64;
+        let (text, utf8) = match String::from_utf8(bytes) {
+            Ok(text) => (text, true),
+            Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), false),
         };
+        // Its first 2,000 bytes, cut back to a character's start (a file is any UTF-8).
+        let generated = rules.code.generated.is_match(path)
+            || looks_generated(&text[..text.floor_char_boundary(2000)]);
+        let vendored = rules.code.vendored.is_match(path);
+        let chunked = utf8
+            && !generated
+            && language.is_some()
+            && size <= rules.code.max_file_bytes
+            && !rules.code.skip.is_match(path);
+        let rows = if chunked {
+            code_rows(repo, web, head, path, language, &text, opts, history)
+        } else {
+            Vec::new()
+        };
+        let file = FileText { vendored, generated, ..FileText::new(path, head, language, text) };
         keep(rules, out, file, rows).map_err(GitError::Spill)?;
     }
+    list_too_large(rules, out, head, blobs.too_large())
+}
+
+/// Lists the files a [`git::blobs`] passed over as larger than its cap, without their text.
+fn list_too_large(
+    rules: &RepoRules,
+    out: &mut TreeFiles,
+    head: &str,
+    paths: &[&str],
+) -> Result<(), GitError> {
+    for path in paths {
+        let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
+        let file = FileText {
+            skipped: Some(Skipped::TooLarge),
+            ..FileText::new(path, head, language, String::new())
+        };
+        keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+    }
     Ok(())
+}
+
+/// The `code` rows of the file `path` at commit `head`.
+#[allow(clippy::too_many_arguments)]
+fn code_rows(
+    repo: &str,
+    web: Option<&str>,
+    head: &str,
+    path: &str,
+    language: Option<&str>,
+    text: &str,
+    opts: ChunkOptions,
+    history: &History,
+) -> Vec<Row> {
+    let updated = history.last_change(path);
+    let file_name = path.rsplit('/').next().unwrap_or(path);
+    let chunked = chunk_code(path, text, opts);
+    let mut rows = Vec::with_capacity(chunked.chunks.len());
+    for (i, chunk) in chunked.chunks.into_iter().enumerate() {
+        let mut row = Row::new(RowType::Code, repo, &format!("file/{path}"), i as u32);
+        row.title = Some(match &chunk.symbol {
+            Some(sym) => format!("{sym} ({file_name})"),
+            None => format!("{file_name}:{}-{}", chunk.line_start, chunk.line_end),
+        });
+        row.symbol = chunk.symbol;
+        row.path = Some(path.to_string());
+        row.language = language.map(str::to_string);
+        row.line_start = Some(chunk.line_start as i64);
+        row.line_end = Some(chunk.line_end as i64);
+        row.commit_sha = Some(head.to_string());
+        row.created_at = updated;
+        row.updated_at = updated;
+        row.url = web
+            .map(|w| format!("{w}/blob/{head}/{path}#L{}-L{}", chunk.line_start, chunk.line_end));
+        row.set_body(&chunk.text);
+        rows.push(row);
+    }
+    rows
 }
 
 /// Writes `file` and the rows of it `rules` keep to `out`, unless its path is excluded (then
@@ -327,27 +373,45 @@ fn read_docs(
 ) -> Result<(), GitError> {
     let head = &tree.head;
     let docs: Vec<String> = tree.files.iter().filter(|p| is_markdown(p)).cloned().collect();
-    for blob in git::blobs(dir, head, &docs, DOC_MAX_BYTES)? {
+    let shown = |path: &str| match source {
+        DocSource::Repo => path.to_string(),
+        DocSource::Wiki => format!("wiki/{path}"),
+    };
+    let mut blobs = git::blobs(dir, head, &docs, MAX_TEXT_FILE_BYTES)?;
+    for blob in blobs.by_ref() {
         let (path, bytes) = blob?;
+        let shown = shown(path);
+        let markdown = Some("markdown");
+        if is_binary(&bytes) {
+            let file = FileText {
+                skipped: Some(Skipped::Binary),
+                ..FileText::new(&shown, head, markdown, String::new())
+            };
+            keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+            continue;
+        }
+        let size = bytes.len() as u64;
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         };
         let updated = history.last_change(path);
-        let shown = match source {
-            DocSource::Repo => path.to_string(),
-            DocSource::Wiki => format!("wiki/{path}"),
+        // Larger ones (generated changelogs, dumps) are held for exact search only.
+        let rows = if size <= DOC_MAX_BYTES {
+            doc_rows(repo, web, source, &shown, head, &text, updated)
+        } else {
+            Vec::new()
         };
-        let rows = doc_rows(repo, web, source, &shown, head, &text, updated);
         let file = FileText {
-            path: shown,
-            commit_sha: head.clone(),
-            language: Some("markdown".into()),
-            content: text,
+            vendored: rules.code.vendored.is_match(path),
+            generated: rules.code.generated.is_match(path),
+            ..FileText::new(&shown, head, markdown, text)
         };
         keep(rules, out, file, rows).map_err(GitError::Spill)?;
     }
-    Ok(())
+    let too_large: Vec<String> = blobs.too_large().iter().map(|p| shown(p)).collect();
+    let too_large: Vec<&str> = too_large.iter().map(String::as_str).collect();
+    list_too_large(rules, out, head, &too_large)
 }
 
 fn is_markdown(path: &str) -> bool {

@@ -3,7 +3,7 @@
 //! nothing at all is reported by name.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use globset::Glob;
+use globset::{Glob, GlobSet};
 use hubdex_formats::{MAX_GLOB_CHARS, RowFilter, RowType, glob_matcher};
 
 use crate::args::{Args, ToolError};
@@ -41,6 +41,25 @@ pub(crate) fn parse_time(name: &str, s: &str) -> Result<DateTime<Utc>, ToolError
     ))
 }
 
+/// The `files_glob` argument compiled, when given.
+pub(crate) fn files_glob(a: &Args<'_>) -> Result<Option<GlobSet>, ToolError> {
+    Ok(match non_empty("files_glob", a.string("files_glob")?)? {
+        None => None,
+        Some(g) if g.chars().count() > MAX_GLOB_CHARS => {
+            return Err(ToolError::arg(
+                "files_glob",
+                format!("must be at most {MAX_GLOB_CHARS} characters, got {}", g.chars().count()),
+            ));
+        }
+        Some(g) => {
+            let glob = Glob::new(&g).map_err(|e| {
+                ToolError::arg("files_glob", format!("is not a valid glob: {}", e.kind()))
+            })?;
+            Some(glob_matcher(glob).map_err(|e| ToolError::arg("files_glob", e))?)
+        }
+    })
+}
+
 fn non_empty(name: &str, v: Option<String>) -> Result<Option<String>, ToolError> {
     match v {
         Some(s) if s.trim().is_empty() => Err(ToolError::arg(name, "must not be empty")),
@@ -72,21 +91,7 @@ pub(crate) fn filters_from_args(a: &Args<'_>) -> Result<Filters, ToolError> {
             ));
         }
     };
-    let files_glob = match non_empty("files_glob", a.string("files_glob")?)? {
-        None => None,
-        Some(g) if g.chars().count() > MAX_GLOB_CHARS => {
-            return Err(ToolError::arg(
-                "files_glob",
-                format!("must be at most {MAX_GLOB_CHARS} characters, got {}", g.chars().count()),
-            ));
-        }
-        Some(g) => {
-            let glob = Glob::new(&g).map_err(|e| {
-                ToolError::arg("files_glob", format!("is not a valid glob: {}", e.kind()))
-            })?;
-            Some(glob_matcher(glob).map_err(|e| ToolError::arg("files_glob", e))?)
-        }
-    };
+    let files_glob = files_glob(a)?;
     let since = a.string("since")?.map(|s| parse_time("since", &s)).transpose()?;
     let until = a.string("until")?.map(|s| parse_time("until", &s)).transpose()?;
     if let (Some(s), Some(u)) = (since, until)

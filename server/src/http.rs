@@ -454,6 +454,7 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         .route("/v1/scan", rest_route("scan"))
         .route("/v1/fetch", rest_route("fetch"))
         .route("/v1/read_span", rest_route("read_span"))
+        .route("/v1/grep", rest_route("grep"))
         .route("/v1/related", rest_route("related"))
         .route(
             "/v1/stats",

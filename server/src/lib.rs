@@ -10,6 +10,7 @@ mod args;
 mod eval;
 mod fetch;
 mod filter;
+mod grep;
 mod http;
 mod mcp;
 mod metrics;
@@ -33,6 +34,7 @@ pub use eval::{
 };
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
+pub use grep::{Case, GrepAnswer, GrepMatch, GrepRequest, grep};
 pub use http::{DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use oauth::{ClaimGrant, OAuth, OAuthConfig, load_grants, resource_metadata};
@@ -40,7 +42,7 @@ pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
     related, summary as edge_summary,
 };
-pub use render::{fetch_text, related_text, scan_text, search_text, span_text};
+pub use render::{fetch_text, grep_text, related_text, scan_text, search_text, span_text};
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{

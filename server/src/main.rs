@@ -7,9 +7,9 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use hubdex_runtime::default_model;
 use hubdex_server::{
-    AppState, Caller, Mode, RelatedRequest, ServeArgs, StateSetup, TokensFile, call_tool_via,
-    default_cache, eval_current, health, load_eval, open_snapshot, open_store, related,
-    related_text, render_table, serve, tool_args,
+    AppState, Caller, GrepRequest, Mode, RelatedRequest, ServeArgs, StateSetup, TokensFile,
+    call_tool_via, default_cache, eval_current, grep, grep_text, health, load_eval, open_snapshot,
+    open_store, related, related_text, render_table, serve, tool_args,
 };
 use serde_json::json;
 
@@ -96,6 +96,52 @@ enum Command {
         #[arg(long)]
         snapshot: Option<String>,
         /// Print the JSON answer the MCP related tool returns.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every line a regex matches in the indexed files (the `grep` tool), as ripgrep finds
+    /// them: e.g. `hubdex grep 'fn cut_stream'`, `hubdex grep -w unsafe --glob '**/*.rs'`.
+    Grep {
+        /// A regular expression (Rust regex syntax), matched line by line.
+        pattern: String,
+        /// Match the pattern as literal text.
+        #[arg(short = 'F', long = "fixed-strings")]
+        fixed_strings: bool,
+        /// smart (insensitive unless the pattern has an upper-case letter), sensitive or
+        /// insensitive.
+        #[arg(long, default_value = "smart")]
+        case: String,
+        /// Only matches bounded by non-word characters.
+        #[arg(short = 'w', long)]
+        word: bool,
+        /// Only this repository (owner/name).
+        #[arg(long)]
+        repo: Option<String>,
+        /// Only paths starting with this.
+        #[arg(long = "path-prefix")]
+        path_prefix: Option<String>,
+        /// Only paths matching this glob.
+        #[arg(long)]
+        glob: Option<String>,
+        /// Only files of this language.
+        #[arg(long)]
+        language: Option<String>,
+        /// Leave out vendored and generated files.
+        #[arg(long = "skip-generated")]
+        skip_generated: bool,
+        /// Lines of context before and after each match.
+        #[arg(short = 'C', long, default_value_t = 0)]
+        context: i64,
+        /// Matching lines per page.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// The cursor of the previous page.
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Answer from exactly this snapshot.
+        #[arg(long)]
+        snapshot: Option<String>,
+        /// Print the JSON answer the grep tool returns.
         #[arg(long)]
         json: bool,
     },
@@ -265,6 +311,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&json!({"k": k, "modes": reports}))?);
             } else {
                 print!("{}", render_table(&reports, k));
+            }
+            Ok(())
+        }
+        Command::Grep {
+            pattern,
+            fixed_strings,
+            case,
+            word,
+            repo,
+            path_prefix,
+            glob,
+            language,
+            skip_generated,
+            context,
+            limit,
+            cursor,
+            snapshot,
+            json,
+        } => {
+            let args = tool_args(json!({"pattern": pattern, "fixed_strings": fixed_strings,
+                "case": case, "word": word, "repo": repo, "path_prefix": path_prefix,
+                "files_glob": glob, "language": language, "skip_generated": skip_generated,
+                "context": context, "limit": limit, "cursor": cursor, "snapshot": snapshot}));
+            // No model needed: grep reads the files' texts and their trigram index.
+            let req = GrepRequest::from_args(&args)?;
+            let cache = cli.cache.clone().unwrap_or_else(default_cache);
+            let snap = open_snapshot(&store()?, &cache, req.snapshot.as_deref()).await?;
+            let answer = grep(&snap, &req, None)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                print!("{}", grep_text(&answer));
             }
             Ok(())
         }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::fetch::{FetchAnswer, SpanAnswer};
+use crate::grep::GrepAnswer;
 use crate::related::RelatedAnswer;
 use crate::scan::ScanAnswer;
 use crate::search::SearchAnswer;
@@ -163,6 +164,41 @@ pub fn related_text(a: &RelatedAnswer) -> String {
     }
     if a.groups.is_empty() {
         out.push_str("no cross-references\n");
+    }
+    out
+}
+
+/// A grep answer as text: the totals, then `path:line:text` per match (as ripgrep prints it,
+/// the repository heading its files), context lines with `-`.
+pub fn grep_text(a: &GrepAnswer) -> String {
+    let mut out = format!(
+        "{} matching lines in {} files ({} searched, {} verified) from snapshot {}",
+        a.count, a.files, a.searched_files, a.candidate_files, a.snapshot
+    );
+    if !a.exhaustive {
+        out.push_str("; the time budget ran out: not every file was verified");
+    }
+    if a.truncated {
+        out.push_str("; more: pass the cursor");
+    }
+    out.push('\n');
+    let mut repo = "";
+    for m in &a.results {
+        if m.repo != repo {
+            repo = &m.repo;
+            let _ = writeln!(out, "# {repo}");
+        }
+        let start = m.line as usize - m.before.len();
+        for (i, l) in m.before.iter().enumerate() {
+            let _ = writeln!(out, "{}-{}-{l}", m.path, start + i);
+        }
+        let _ = writeln!(out, "{}:{}:{}", m.path, m.line, m.text);
+        for (i, l) in m.after.iter().enumerate() {
+            let _ = writeln!(out, "{}-{}-{l}", m.path, m.line as usize + 1 + i);
+        }
+    }
+    if let Some(c) = &a.cursor {
+        let _ = writeln!(out, "cursor: {c}");
     }
     out
 }

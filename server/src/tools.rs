@@ -12,8 +12,9 @@ use crate::access::Caller;
 use crate::args::{Args, ToolError};
 use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
 use crate::filter::STATES;
+use crate::grep::{GrepRequest, grep};
 use crate::related::{DEFAULT_LIMIT, KIND_NAMES, RelatedRequest, related};
-use crate::render::{fetch_text, related_text, scan_text, search_text, span_text};
+use crate::render::{fetch_text, grep_text, related_text, scan_text, search_text, span_text};
 use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
 use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
 use crate::snapshot::OpenSnapshot;
@@ -156,6 +157,40 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 .expect("object")
                 .clone(),
                 &["repo", "path"],
+            ),
+        },
+        ToolSpec {
+            name: "grep",
+            title: "Exact search in files",
+            description: "Every line that a regex (Rust regex syntax, as ripgrep) matches in every text file of the indexed \
+                repositories at their indexed commit: code, docs, configuration, lock and data files, vendored and \
+                generated ones included and marked. Use it for 'where exactly': every call site of a function, every \
+                use of a string, whether a word appears at all. Matches come in a stable order (repo, path, line) with \
+                byte column spans and a read_span citation; `count` and `files` are the totals over every page, \
+                `truncated: true` means pass `cursor` back for the next page. Binary files and files over 2 MiB are \
+                skipped and counted. A pattern without a literal of 3 characters reads every file and may stop at \
+                the time budget (`exhaustive: false`).",
+            input_schema: object_schema(
+                json!({
+                    "pattern": {"type": "string", "minLength": 1, "maxLength": crate::grep::MAX_PATTERN_CHARS,
+                        "description": "A regular expression (Rust regex syntax, as ripgrep), matched line by line; with fixed_strings, literal text."},
+                    "fixed_strings": {"type": "boolean", "default": false, "description": "Match pattern as literal text."},
+                    "case": {"type": "string", "enum": ["smart", "sensitive", "insensitive"], "default": "smart",
+                        "description": "smart: insensitive unless the pattern has an upper-case letter (as ripgrep --smart-case)."},
+                    "word": {"type": "boolean", "default": false, "description": "Only matches with a non-word character (or line edge) on each side."},
+                    "repo": {"type": "string", "description": "Only this repository, exactly owner/name."},
+                    "path_prefix": {"type": "string", "description": "Only files whose path starts with this (e.g. src/server/)."},
+                    "files_glob": {"type": "string", "description": "Only files whose path matches this glob (e.g. **/*.rs)."},
+                    "language": {"type": "string", "description": "Only files of this language (rust, python, markdown, toml, ... as results name them)."},
+                    "skip_generated": {"type": "boolean", "default": false, "description": "Leave out vendored and generated files (vendor/, node_modules/, lock files, minified files, files marked @generated)."},
+                    "context": {"type": "integer", "minimum": 0, "maximum": crate::grep::MAX_CONTEXT, "default": 0, "description": "Lines of context before and after each match."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::grep::MAX_LIMIT, "default": crate::grep::DEFAULT_LIMIT, "description": "Matching lines per page."},
+                    "cursor": {"type": "string", "description": "The cursor of the previous answer, for the next page (same pattern and filters)."}
+                })
+                .as_object()
+                .expect("object")
+                .clone(),
+                &["pattern"],
             ),
         },
         ToolSpec {
@@ -329,6 +364,15 @@ async fn answer_tool(
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let answer = read_span(&snap, &req, scope)?;
             typed(&answer, span_text(&answer))
+        }
+        "grep" => {
+            let req = GrepRequest::from_args(args)?;
+            let snap = state.snapshot(req.snapshot.as_deref()).await?;
+            let scope = caller.scope.clone();
+            let answer = tokio::task::spawn_blocking(move || grep(&snap, &req, scope.as_ref()))
+                .await
+                .map_err(|e| ToolError::Unavailable(format!("grep task failed: {e}")))??;
+            typed(&answer, grep_text(&answer))
         }
         "related" => {
             let req = RelatedRequest::from_args(args)?;

@@ -136,6 +136,18 @@ const MATRIX: &[(&str, &str, &str)] = &[
     ),
     ("fetch", FIFTY_ONE_IDS, "argument `ids`: takes at most 50 ids, got 51"),
     ("read_span", r#"{"repo": "local/widgets"}"#, "argument `path`: is required"),
+    ("grep", r#"{"pattern": "fn (("}"#, "argument `pattern`: is not a valid regex"),
+    ("grep", r#"{"pattern": "(a{1000}){1000}"}"#, "argument `pattern`: is not a valid regex"),
+    (
+        "grep",
+        r#"{"pattern": "x", "files_glob": "a[b"}"#,
+        "argument `files_glob`: is not a valid glob",
+    ),
+    (
+        "grep",
+        r#"{"pattern": "x", "context": 6}"#,
+        "argument `context`: must be an integer from 0 to 5",
+    ),
     (
         "read_span",
         r#"{"repo": "local/widgets", "path": "../../etc/passwd"}"#,

@@ -19,6 +19,7 @@ const GOLDEN_V5: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v5
 const GOLDEN_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v6");
 const GOLDEN_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v7");
 const GOLDEN_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v8");
+const GOLDEN_V9: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v9");
 
 /// Every version a reader accepts, the one written included, has a fixture under
 /// `fixtures/golden-v<N>` whose current snapshot verifies and is of that version: a new
@@ -97,6 +98,41 @@ fn the_golden_v8_snapshot_verifies_opens_and_answers_with_i8_rows() {
             }
         }
     }
+}
+
+#[test]
+fn the_golden_v9_snapshot_verifies_opens_and_answers_grep_where_v8_cannot() {
+    check_golden(GOLDEN_V9, &latest_snapshot(GOLDEN_V9), 9, 9);
+    let grep = |fixture: &str, pattern: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("golden");
+        copy_dir(std::path::Path::new(fixture), &copy);
+        runtime().block_on(async {
+            let st = state(&copy).await;
+            let args = json!({"pattern": pattern}).as_object().unwrap().clone();
+            hubdex_server::call_tool(&st, "grep", &args).await.unwrap()
+        })
+    };
+    // Format 9 holds every text file of both repositories: flowers.txt (no code rows of its
+    // own before format 9 made it a file) and the READMEs.
+    let tulip = grep(GOLDEN_V9, "tulip|rose");
+    let lines: Vec<(&str, &str, u64)> = tulip["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (m["repo"].as_str().unwrap(), m["path"].as_str().unwrap(), m["line"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(lines, [("local/golden", "flowers.txt", 1), ("local/golden", "flowers.txt", 2)]);
+    assert_eq!((tulip["count"].clone(), tulip["files"].clone()), (json!(2), json!(1)));
+    let readme = grep(GOLDEN_V9, "^# ");
+    assert_eq!(readme["files"], json!(2), "{readme}");
+    assert_eq!(readme["searched_files"], json!(3), "{readme}");
+    // Format 8 has no exact-search store: grep answers, and names what it could not search.
+    let old = grep(GOLDEN_V8, "tulip");
+    assert_eq!(old["count"], json!(0));
+    assert_eq!(old["not_searchable"], json!(["local/golden", "local/golden-two"]), "{old}");
 }
 
 /// The rows.parquet files of `fixture`'s build segments.

@@ -10,6 +10,7 @@ mod docs;
 mod fixture;
 mod github;
 mod golden;
+mod grep;
 mod http;
 mod lifecycle;
 mod mcp_clients;

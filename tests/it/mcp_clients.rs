@@ -66,10 +66,10 @@ fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
     let snapshot = json!(fixture().first.snapshot);
     assert_eq!(
         r["tools"],
-        json!(["fetch", "index_stats", "read_span", "related", "scan", "search"]),
+        json!(["fetch", "grep", "index_stats", "read_span", "related", "scan", "search"]),
         "{who}"
     );
-    for tool in ["stats", "search", "scan", "fetch", "span", "related"] {
+    for tool in ["stats", "search", "scan", "fetch", "span", "related", "grep"] {
         assert_eq!(r[tool][is_error], json!(false), "{who}: {tool} failed: {}", r[tool]);
         assert_eq!(r[tool][structured]["snapshot"], snapshot, "{who}: {tool} names its snapshot");
         assert!(
@@ -110,6 +110,14 @@ fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
         related["groups"][0]["edges"][0]["title"],
         json!("Initial import of the widget service"),
         "{who}: {related}"
+    );
+    let grep = &r["grep"][structured];
+    assert_eq!(grep["results"][0]["path"], json!("docs/guide.md"), "{who}: {grep}");
+    assert_eq!(grep["results"][0]["line"], json!(3), "{who}: {grep}");
+    assert_eq!(grep["results"][0]["before"], json!([""]), "{who}: {grep}");
+    assert!(
+        grep["results"][0]["citation"].as_str().unwrap().starts_with("docs/guide.md:3-3@"),
+        "{who}: {grep}"
     );
     assert_eq!(r["bad"][is_error], json!(true), "{who}");
     assert!(

@@ -39,10 +39,11 @@ async def main() -> None:
         fetch = report(await client.call_tool("fetch", {"ids": [first, "cmt_doesnotexist"]}))
         span = report(await client.call_tool("read_span", {"repo": repo, "path": "docs/guide.md", "start_line": 1, "end_line": 3}))
         related = report(await client.call_tool("related", {"id": "file/docs/guide.md", "kinds": "changed_in"}))
+        grep = report(await client.call_tool("grep", {"pattern": "^## Creating (\\w+)", "context": 1}))
         bad = report(await client.call_tool("search", {"query": "x", "top_k": 500}))
         out = {
             "tools": sorted(t.name for t in tools.tools),
-            "stats": stats, "search": search, "scan": scan, "fetch": fetch, "span": span, "related": related, "bad": bad,
+            "stats": stats, "search": search, "scan": scan, "fetch": fetch, "span": span, "related": related, "grep": grep, "bad": bad,
         }
     print(json.dumps(out))
 

@@ -23,8 +23,9 @@ async function main() {
   const fetch = await call("fetch", { ids: [search.structured.results[0].id, "cmt_doesnotexist"] });
   const span = await call("read_span", { repo, path: "docs/guide.md", start_line: 1, end_line: 3 });
   const related = await call("related", { id: "file/docs/guide.md", kinds: "changed_in" });
+  const grep = await call("grep", { pattern: "^## Creating (\\w+)", context: 1 });
   const bad = await call("search", { query: "x", top_k: 500 });
-  console.log(JSON.stringify({ tools, protocol: client.transport?.protocolVersion ?? null, stats, search, scan, fetch, span, related, bad }));
+  console.log(JSON.stringify({ tools, protocol: client.transport?.protocolVersion ?? null, stats, search, scan, fetch, span, related, grep, bad }));
   await client.close();
 }
 

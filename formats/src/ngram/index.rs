@@ -83,7 +83,16 @@ impl NgramWriter {
     }
 
     /// The index's bytes.
-    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
+    pub fn finish(self) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.finish_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Writes the index to `out`. The postings go to an unnamed temporary file as they are
+    /// made and are copied after the table, so what is held is the table (12 bytes a trigram).
+    pub fn finish_into(mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        use std::io::{Seek as _, Write as _};
         let pairs: Box<dyn Iterator<Item = std::io::Result<(Trigram, u32)>>> =
             if self.runs.is_empty() {
                 self.pending.sort_unstable();
@@ -92,7 +101,8 @@ impl NgramWriter {
                 self.spill()?;
                 Box::new(Merged::of(std::mem::take(&mut self.runs))?)
             };
-        let (mut table, mut postings, mut terms) = (Vec::new(), Vec::new(), 0u32);
+        let mut postings = std::io::BufWriter::new(tempfile::tempfile()?);
+        let (mut table, mut terms, mut written) = (Vec::new(), 0u32, 0usize);
         let mut current: Option<(Trigram, u32, u32)> = None; // trigram, count, last doc
         let close = |table: &mut Vec<u8>, t: Trigram, offset: usize, count: u32| {
             table.extend_from_slice(&t.to_le_bytes());
@@ -100,37 +110,48 @@ impl NgramWriter {
             table.extend_from_slice(&count.to_le_bytes());
         };
         let mut offset = 0;
+        let mut gap = [0u8; 5];
         for pair in pairs {
             let (t, d) = pair?;
-            match &mut current {
+            let delta = match &mut current {
                 Some((ct, count, last)) if *ct == t => {
-                    postings.extend_from_slice(&(d - *last).encode_var_vec());
+                    let delta = d - *last;
                     *count += 1;
                     *last = d;
+                    delta
                 }
                 _ => {
                     if let Some((ct, count, _)) = current {
                         close(&mut table, ct, offset, count);
                         terms += 1;
                     }
-                    offset = postings.len();
-                    postings.extend_from_slice(&d.encode_var_vec());
+                    offset = written;
                     current = Some((t, 1, d));
+                    d
                 }
+            };
+            let n = delta.encode_var(&mut gap);
+            postings.write_all(&gap[..n])?;
+            written += n;
+            if written > u32::MAX as usize {
+                return Err(std::io::Error::other(
+                    "the trigram index's postings pass 4 GiB: index fewer files per segment",
+                ));
             }
         }
         if let Some((ct, count, _)) = current {
             close(&mut table, ct, offset, count);
             terms += 1;
         }
-        let mut out = Vec::with_capacity(HEADER + table.len() + postings.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&LAYOUT.to_le_bytes());
-        out.extend_from_slice(&self.docs.to_le_bytes());
-        out.extend_from_slice(&terms.to_le_bytes());
-        out.extend_from_slice(&table);
-        out.extend_from_slice(&postings);
-        Ok(out)
+        out.write_all(MAGIC)?;
+        out.write_all(&LAYOUT.to_le_bytes())?;
+        out.write_all(&self.docs.to_le_bytes())?;
+        out.write_all(&terms.to_le_bytes())?;
+        out.write_all(&table)?;
+        let mut postings = postings.into_inner().map_err(|e| e.into_error())?;
+        postings.rewind()?;
+        std::io::copy(&mut postings, out)?;
+        Ok(())
     }
 }
 

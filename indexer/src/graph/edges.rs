@@ -841,12 +841,7 @@ mod tests {
         ];
         let mut tree = TreeFiles::default();
         for (path, rows) in files.clone() {
-            let text = FileText {
-                path: path.into(),
-                commit_sha: "c".repeat(40),
-                language: None,
-                content: String::new(),
-            };
+            let text = FileText::new(path, &"c".repeat(40), None, String::new());
             tree.add(text, rows).unwrap();
         }
         tree.flush().unwrap();

@@ -743,12 +743,7 @@ mod tests {
             r.set_body(&"fn f() {}\n".repeat(40 + i));
             rows.push(r);
         }
-        let file = |p: &str| FileText {
-            path: p.into(),
-            commit_sha: "c".into(),
-            language: None,
-            content: "x".into(),
-        };
+        let file = |p: &str| FileText::new(p, "c", None, "x".into());
         let edge = |source: String| Edge {
             kind: hubdex_formats::EdgeKind::Reverts,
             source_repo: "o/r".into(),

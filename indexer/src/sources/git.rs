@@ -1209,7 +1209,8 @@ pub(crate) fn tree_files(dir: &Path, commit: &str) -> Result<Vec<String>, GitErr
 
 /// The blobs `<commit>:<path>` of `paths`, read through one `git cat-file --batch` one at a
 /// time, in order, as the iterator is advanced: each path with its bytes. A blob larger than
-/// `max_bytes` is passed over unread (never held), and a path that names no blob is left out:
+/// `max_bytes` is passed over unread (never held; [`Blobs::too_large`] lists it), and a path
+/// that names no blob is left out:
 /// a build holds one file at a time here, not the tree.
 pub(crate) fn blobs<'a>(
     dir: &Path,
@@ -1223,6 +1224,7 @@ pub(crate) fn blobs<'a>(
         paths: paths.iter(),
         max_bytes,
         header: String::new(),
+        too_large: Vec::new(),
     };
     if paths.is_empty() {
         return Ok(blobs);
@@ -1248,6 +1250,14 @@ pub(crate) struct Blobs<'a> {
     paths: std::slice::Iter<'a, String>,
     max_bytes: u64,
     header: String,
+    too_large: Vec<&'a str>,
+}
+
+impl<'a> Blobs<'a> {
+    /// The paths passed over so far as blobs larger than the cap.
+    pub(crate) fn too_large(&self) -> &[&'a str] {
+        &self.too_large
+    }
 }
 
 /// The `git cat-file --batch` a [`Blobs`] reads.
@@ -1290,6 +1300,9 @@ impl<'a> Iterator for Blobs<'a> {
             let (Some(size), Some(kind)) = (fields.next(), fields.next()) else { continue };
             let Ok(size) = size.parse::<u64>() else { continue };
             if kind != "blob" || size > self.max_bytes {
+                if kind == "blob" {
+                    self.too_large.push(p.as_str());
+                }
                 let skipped =
                     std::io::copy(&mut (&mut git.stdout).take(size + 1), &mut std::io::sink());
                 if let Err(e) = skipped {

@@ -167,12 +167,7 @@ mod tests {
             row.set_body(line);
             rows.push(row);
         }
-        let text = FileText {
-            path: path.to_string(),
-            commit_sha: "c".repeat(40),
-            language: Some("rust".into()),
-            content: text.to_string(),
-        };
+        let text = FileText::new(path, &"c".repeat(40), Some("rust"), text.to_string());
         (text, rows)
     }
 
