@@ -1,5 +1,6 @@
 """Asks a running hubdex server three questions through the official MCP client, then what
-changed one file (`related`), and prints the answers the way an agent would see them."""
+changed one file (`related`) and where a function is called (`grep`), and prints the answers
+the way an agent would see them."""
 
 import asyncio
 import sys
@@ -36,6 +37,12 @@ async def main(url: str) -> None:
             print(f"  {g['kind']} ({g['direction']}): {len(g['edges'])} of {g['count']}")
             for e in g["edges"]:
                 print(f"    [{e['type']}] {e['title']}  ({e['entity'][7:19]}, {e['updated_at']})")
+        result = await client.call_tool("grep", {"pattern": r"\bplan_merges\(", "limit": 5})
+        answer = result.structured_content
+        print(f"\n> grep '\\bplan_merges\\('  (snapshot {answer['snapshot']}): "
+              f"{answer['count']} lines in {answer['files']} files of {answer['searched_files']}")
+        for m in answer["results"]:
+            print(f"  {m['path']}:{m['line']}: {m['text'].strip()[:120]}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,28 @@ pub struct FileText {
     /// Why the file's text is not held, for a file that is listed only to be counted.
     #[serde(default)]
     pub skipped: Option<Skipped>,
+    /// The definitions it holds, in the order they start (files with a grammar).
+    #[serde(default)]
+    pub symbols: Vec<FileSymbol>,
+}
+
+/// A definition in a file: what `symbols` lists.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileSymbol {
+    /// Its name as written.
+    pub name: String,
+    /// function, method, struct, class, enum, union, trait, interface, type, const, module,
+    /// macro (or other).
+    pub kind: String,
+    /// The nearest enclosing impl (its type), trait, class, interface, namespace or module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// First line, 1-based.
+    pub line_start: u32,
+    /// Last line, inclusive.
+    pub line_end: u32,
+    /// Its first line, trimmed.
+    pub signature: String,
 }
 
 impl FileText {
@@ -48,6 +70,7 @@ impl FileText {
             vendored: false,
             generated: false,
             skipped: None,
+            symbols: Vec::new(),
         }
     }
 }
@@ -96,6 +119,7 @@ fn schema() -> SchemaRef {
         Field::new("vendored", DataType::Boolean, true),
         Field::new("generated", DataType::Boolean, true),
         Field::new("skipped", DataType::Utf8, true),
+        Field::new("symbols", DataType::Utf8, true),
     ]))
 }
 
@@ -121,6 +145,16 @@ pub fn write_files(path: &Path, files: &[FileText]) -> Result<(), FormatError> {
                 ),
                 Arc::new(
                     chunk.iter().map(|f| f.skipped.map(Skipped::as_str)).collect::<StringArray>(),
+                ),
+                Arc::new(
+                    chunk
+                        .iter()
+                        .map(|f| {
+                            (!f.symbols.is_empty()).then(|| {
+                                serde_json::to_string(&f.symbols).expect("symbols serialize")
+                            })
+                        })
+                        .collect::<StringArray>(),
                 ),
             ],
         )?;
@@ -149,6 +183,8 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
             batch.column_by_name("skipped").and_then(|c| c.as_any().downcast_ref::<StringArray>());
         let set =
             |a: Option<&BooleanArray>, i: usize| a.is_some_and(|a| a.is_valid(i) && a.value(i));
+        let symbols =
+            batch.column_by_name("symbols").and_then(|c| c.as_any().downcast_ref::<StringArray>());
         for i in 0..batch.num_rows() {
             let skipped = match skipped.filter(|s| s.is_valid(i)) {
                 None => None,
@@ -156,6 +192,13 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
                     what: path.display().to_string(),
                     detail: format!("skipped is {:?}, not binary or too_large", s.value(i)),
                 })?),
+            };
+            let symbols = match symbols.filter(|s| s.is_valid(i)) {
+                None => Vec::new(),
+                Some(s) => serde_json::from_str(s.value(i)).map_err(|e| FormatError::Schema {
+                    what: path.display().to_string(),
+                    detail: format!("symbols of {} do not parse: {e}", p.value(i)),
+                })?,
             };
             out.push(FileText {
                 path: p.value(i).to_string(),
@@ -165,6 +208,7 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
                 vendored: set(vendored, i),
                 generated: set(generated, i),
                 skipped,
+                symbols,
             });
         }
     }

@@ -10,6 +10,10 @@
 //!                    path, repo, commit and language each as pool offset and length, flags),
 //!                    then the string pool (repos, commits and languages stored once)
 //! grep/trigrams.bin  the trigram index, its document numbers the table's (ngram/index.rs)
+//! grep/symbols.bin   HXSY, layout, symbol count, string-pool length (u32 each), then a
+//!                    40-byte entry a definition (10 u32: file, name, container and signature
+//!                    each as pool offset and length, kind, first and last line) sorted by
+//!                    name folded to lower case, then name, file and line; then the pool
 //! ```
 //!
 //! A file listed without its text ([`Skipped`]) has an empty text and indexes no trigram: it
@@ -31,6 +35,26 @@ pub const GREP_DIR: &str = "grep";
 const TEXTS: &str = "texts.bin";
 const FILES: &str = "files.bin";
 const TRIGRAMS: &str = "trigrams.bin";
+const SYMBOLS: &str = "symbols.bin";
+const SYMBOL_MAGIC: &[u8; 4] = b"HXSY";
+const SYMBOL_ENTRY: usize = 40;
+
+/// The kinds a definition is listed as; an entry holds its index.
+pub const SYMBOL_KINDS: &[&str] = &[
+    "function",
+    "method",
+    "struct",
+    "class",
+    "enum",
+    "union",
+    "trait",
+    "interface",
+    "type",
+    "const",
+    "module",
+    "macro",
+    "other",
+];
 
 const MAGIC: &[u8; 4] = b"HXGF";
 const LAYOUT: u32 = 1;
@@ -54,6 +78,8 @@ pub struct GrepStoreWriter {
     interned: HashMap<String, (u32, u32)>,
     trigrams: NgramWriter,
     files: u32,
+    /// Every definition with its file's number, sorted at finish.
+    symbols: Vec<(u32, crate::files::FileSymbol)>,
 }
 
 impl std::fmt::Debug for GrepStoreWriter {
@@ -80,6 +106,7 @@ impl GrepStoreWriter {
             interned: HashMap::new(),
             trigrams: NgramWriter::new(),
             files: 0,
+            symbols: Vec::new(),
         })
     }
 
@@ -144,6 +171,7 @@ impl GrepStoreWriter {
         for w in words {
             self.entries.extend_from_slice(&w.to_le_bytes());
         }
+        self.symbols.extend(f.symbols.iter().map(|sym| (self.files, sym.clone())));
         self.files += 1;
         Ok(())
     }
@@ -155,7 +183,8 @@ impl GrepStoreWriter {
 
     /// Writes the table and the trigram index.
     pub fn finish(self) -> Result<(), FormatError> {
-        let GrepStoreWriter { dir, texts, entries, pool, trigrams, files, .. } = self;
+        let GrepStoreWriter { dir, texts, entries, pool, trigrams, files, symbols, .. } = self;
+        write_symbols(&dir.join(SYMBOLS), symbols)?;
         let texts_path = dir.join(TEXTS);
         let texts = texts.into_inner().map_err(|e| FormatError::io(&texts_path, e.into_error()))?;
         texts.sync_all().map_err(|e| FormatError::io(&texts_path, e))?;
@@ -175,6 +204,94 @@ impl GrepStoreWriter {
         out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
         Ok(())
     }
+}
+
+/// Writes the symbol table: definitions sorted by folded name, then name, file and line.
+fn write_symbols(
+    path: &Path,
+    mut symbols: Vec<(u32, crate::files::FileSymbol)>,
+) -> Result<(), FormatError> {
+    symbols.sort_by_cached_key(|(file, s)| {
+        (s.name.to_lowercase(), s.name.clone(), *file, s.line_start, s.line_end)
+    });
+    let mut pool: Vec<u8> = Vec::new();
+    let mut interned: HashMap<String, (u32, u32)> = HashMap::new();
+    let mut entries = Vec::with_capacity(symbols.len() * SYMBOL_ENTRY);
+    let too_large = || FormatError::Schema {
+        what: path.display().to_string(),
+        detail: "its strings pass 4 GiB".into(),
+    };
+    let mut string = |s: &str| -> Result<(u32, u32), FormatError> {
+        if let Some(&at) = interned.get(s) {
+            return Ok(at);
+        }
+        let at = (u32::try_from(pool.len()).map_err(|_| too_large())?, s.len() as u32);
+        pool.extend_from_slice(s.as_bytes());
+        interned.insert(s.to_string(), at);
+        Ok(at)
+    };
+    for (file, s) in &symbols {
+        let name = string(&s.name)?;
+        let container = match &s.container {
+            Some(c) => string(c)?,
+            None => (0, 0),
+        };
+        let signature = string(&s.signature)?;
+        let kind = SYMBOL_KINDS.iter().position(|k| *k == s.kind).unwrap_or(SYMBOL_KINDS.len() - 1);
+        let words = [
+            *file,
+            name.0,
+            name.1,
+            container.0,
+            container.1,
+            signature.0,
+            signature.1,
+            kind as u32,
+            s.line_start,
+            s.line_end,
+        ];
+        for w in words {
+            entries.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+    let mut out = Vec::with_capacity(HEADER + entries.len() + pool.len());
+    out.extend_from_slice(SYMBOL_MAGIC);
+    out.extend_from_slice(&LAYOUT.to_le_bytes());
+    out.extend_from_slice(&(symbols.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(pool.len() as u32).to_le_bytes());
+    out.extend_from_slice(&entries);
+    out.extend_from_slice(&pool);
+    std::fs::write(path, &out).map_err(|e| FormatError::io(path, e))
+}
+
+/// How a symbol's name is matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameMatch {
+    /// The whole name, case as written.
+    Exact,
+    /// The name's start, case as written.
+    Prefix,
+    /// Anywhere in the name, either case.
+    Substring,
+}
+
+/// One definition of a grep store's symbol table, borrowed from its map.
+#[derive(Debug, Clone, Copy)]
+pub struct SymbolRef<'a> {
+    /// The file it is in (its number in the store's table: [`GrepStore::file`]).
+    pub file: u32,
+    /// Its name.
+    pub name: &'a str,
+    /// Its kind ([`SYMBOL_KINDS`]).
+    pub kind: &'static str,
+    /// The nearest enclosing impl, trait, class, interface, namespace or module.
+    pub container: Option<&'a str>,
+    /// Its first line, trimmed.
+    pub signature: &'a str,
+    /// First line, 1-based.
+    pub line_start: u32,
+    /// Last line, inclusive.
+    pub line_end: u32,
 }
 
 /// Writes the grep store of `files` (each with its repository) into `dir`.
@@ -215,6 +332,9 @@ pub struct GrepStore {
     texts: OwnedBytes,
     table: OwnedBytes,
     trigrams: OwnedBytes,
+    /// symbols.bin; empty for a store written without one.
+    symbols: OwnedBytes,
+    symbol_count: u32,
     files: u32,
     dir: PathBuf,
 }
@@ -262,7 +382,22 @@ impl GrepStore {
         if index.docs() != files {
             return Err(bad(TRIGRAMS, format!("{} files, the table lists {files}", index.docs())));
         }
-        let store = GrepStore { texts, table, trigrams, files, dir: dir.to_path_buf() };
+        let symbols_path = dir.join(SYMBOLS);
+        let symbols = if symbols_path.exists() {
+            crate::hnsw::map(&symbols_path)?
+        } else {
+            OwnedBytes::empty()
+        };
+        let symbol_count = check_symbols(&symbols, files).map_err(|d| bad(SYMBOLS, d))?;
+        let store = GrepStore {
+            texts,
+            table,
+            trigrams,
+            symbols,
+            symbol_count,
+            files,
+            dir: dir.to_path_buf(),
+        };
         for i in 0..files {
             let e = store.entry(i);
             let text_end = (u64::from(e[1]) << 32 | u64::from(e[0])) + u64::from(e[2]);
@@ -338,6 +473,84 @@ impl GrepStore {
         NgramIndex::from_bytes(&self.trigrams).and_then(|ix| ix.candidates(query)).map_err(damaged)
     }
 
+    /// How many definitions its symbol table lists.
+    pub fn symbol_count(&self) -> u32 {
+        self.symbol_count
+    }
+
+    fn symbol_entry(&self, i: u32) -> [u32; 10] {
+        let at = HEADER + i as usize * SYMBOL_ENTRY;
+        std::array::from_fn(|k| u32_at(&self.symbols, at + 4 * k))
+    }
+
+    /// Definition `i` of the symbol table (`i < symbol_count()`; checked at open).
+    pub fn symbol(&self, i: u32) -> Result<SymbolRef<'_>, FormatError> {
+        let damaged = || FormatError::Schema {
+            what: self.dir.join(SYMBOLS).display().to_string(),
+            detail: format!("symbol {i} holds a string that is not UTF-8"),
+        };
+        if i >= self.symbol_count {
+            return Err(FormatError::Schema {
+                what: self.dir.join(SYMBOLS).display().to_string(),
+                detail: format!("symbol {i} of {}", self.symbol_count),
+            });
+        }
+        let e = self.symbol_entry(i);
+        let pool = &self.symbols[HEADER + self.symbol_count as usize * SYMBOL_ENTRY..];
+        let string = |o: usize| {
+            std::str::from_utf8(&pool[e[o] as usize..(e[o] + e[o + 1]) as usize])
+                .map_err(|_| damaged())
+        };
+        Ok(SymbolRef {
+            file: e[0],
+            name: string(1)?,
+            container: Some(string(3)?).filter(|c| !c.is_empty()),
+            signature: string(5)?,
+            kind: SYMBOL_KINDS.get(e[7] as usize).copied().unwrap_or("other"),
+            line_start: e[8],
+            line_end: e[9],
+        })
+    }
+
+    /// The definitions whose name matches `name` as `how` says, in table order (by name).
+    pub fn find_symbols(&self, name: &str, how: NameMatch) -> Result<Vec<u32>, FormatError> {
+        let folded = name.to_lowercase();
+        let mut out = Vec::new();
+        if how == NameMatch::Substring {
+            for i in 0..self.symbol_count {
+                if self.symbol(i)?.name.to_lowercase().contains(&folded) {
+                    out.push(i);
+                }
+            }
+            return Ok(out);
+        }
+        // The first entry whose folded name is not below the folded query.
+        let (mut lo, mut hi) = (0, self.symbol_count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.symbol(mid)?.name.to_lowercase() < folded {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        for i in lo..self.symbol_count {
+            let s = self.symbol(i)?;
+            let f = s.name.to_lowercase();
+            if !f.starts_with(&folded) {
+                break;
+            }
+            let keep = match how {
+                NameMatch::Exact => s.name == name,
+                _ => s.name.starts_with(name),
+            };
+            if keep {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
     /// Bytes of text it holds.
     pub fn text_bytes(&self) -> u64 {
         self.texts.len() as u64
@@ -347,6 +560,40 @@ impl GrepStore {
     pub fn index_bytes(&self) -> u64 {
         (self.table.len() + self.trigrams.len()) as u64
     }
+
+    /// Bytes of its symbol table.
+    pub fn symbol_bytes(&self) -> u64 {
+        self.symbols.len() as u64
+    }
+}
+
+/// Checks a symbol table's header and every entry's ranges; its symbol count (0 for none).
+fn check_symbols(bytes: &[u8], files: u32) -> Result<u32, String> {
+    if bytes.is_empty() {
+        return Ok(0);
+    }
+    if bytes.len() < HEADER || &bytes[..4] != SYMBOL_MAGIC {
+        return Err("no HXSY header".into());
+    }
+    let layout = u32_at(bytes, 4);
+    if layout != LAYOUT {
+        return Err(format!("layout {layout}, this reader reads {LAYOUT}"));
+    }
+    let count = u32_at(bytes, 8);
+    let pool = u32_at(bytes, 12) as usize;
+    let pool_at = (count as usize).checked_mul(SYMBOL_ENTRY).map(|n| n + HEADER);
+    if pool_at.and_then(|p| p.checked_add(pool)) != Some(bytes.len()) {
+        return Err(format!("{} bytes, its header says otherwise", bytes.len()));
+    }
+    for i in 0..count as usize {
+        let at = HEADER + i * SYMBOL_ENTRY;
+        let e: [u32; 10] = std::array::from_fn(|k| u32_at(bytes, at + 4 * k));
+        let fits = [1, 3, 5].iter().all(|&o| e[o] as usize + e[o + 1] as usize <= pool);
+        if e[0] >= files || !fits {
+            return Err(format!("symbol {i} points past its file"));
+        }
+    }
+    Ok(count)
 }
 
 #[cfg(test)]

@@ -62,13 +62,15 @@ pub use edges::{
 };
 pub use error::{FormatError, StoreError};
 pub use files::{
-    FILES_DIR, FILES_PARQUET, FileStore, FileText, MAX_TEXT_FILE_BYTES, Skipped, is_binary,
-    read_files, write_files,
+    FILES_DIR, FILES_PARQUET, FileStore, FileSymbol, FileText, MAX_TEXT_FILE_BYTES, Skipped,
+    is_binary, read_files, write_files,
 };
 pub use filter::{
     FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
 };
-pub use grep::{GREP_DIR, GrepFile, GrepStore, GrepStoreWriter};
+pub use grep::{
+    GREP_DIR, GrepFile, GrepStore, GrepStoreWriter, NameMatch, SYMBOL_KINDS, SymbolRef,
+};
 pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES, give_back_freed};
 pub use manifest::{
     BuildStats, FORMAT_VERSION, FileEntry, HistorySpan, Latest, Manifest, ManifestSegment,

@@ -351,8 +351,16 @@ pub fn input_sha256(
         }
     }
     for f in files {
-        let file =
-            (&f.path, &f.commit_sha, &f.language, &f.content, f.vendored, f.generated, f.skipped);
+        let file = (
+            &f.path,
+            &f.commit_sha,
+            &f.language,
+            &f.content,
+            f.vendored,
+            f.generated,
+            f.skipped,
+            &f.symbols,
+        );
         put("file", serde_json::to_vec(&file));
     }
     for e in edges {

@@ -21,6 +21,9 @@ use crate::sources::message::Message;
 use crate::sources::refs::find_refs;
 use crate::sources::tree::TreeFiles;
 
+/// Source files larger than this have no definitions listed (generated tables, amalgamations).
+const SYMBOLS_MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// Markdown files larger than this are not chunked into doc rows (generated changelogs, dumps).
 const DOC_MAX_BYTES: u64 = 1 << 20;
 
@@ -248,7 +251,16 @@ fn read_code(
         } else {
             Vec::new()
         };
-        let file = FileText { vendored, generated, ..FileText::new(path, head, language, text) };
+        // Definitions for `symbols`: every file with a grammar but generated ones (a generated
+        // table of a million entries is no one's definitions).
+        let symbols = match Lang::of_path(path) {
+            Some(lang) if utf8 && !generated && size <= SYMBOLS_MAX_FILE_BYTES => {
+                crate::sources::tags::symbols(lang, &text)
+            }
+            _ => Vec::new(),
+        };
+        let file =
+            FileText { vendored, generated, symbols, ..FileText::new(path, head, language, text) };
         keep(rules, out, file, rows).map_err(GitError::Spill)?;
     }
     list_too_large(rules, out, head, blobs.too_large())

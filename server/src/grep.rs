@@ -12,7 +12,7 @@ use globset::GlobSet;
 use grep_matcher::Matcher as _;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use hubdex_formats::{GrepFile, RowType, Scope, Segment};
+use hubdex_formats::{GrepFile, GrepStore, RowType, Scope, Segment};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -374,7 +374,7 @@ fn searcher() -> Searcher {
 
 /// Whether `scope` lets the caller read `file`: its repository, and a type whose rows the
 /// file's would be (markdown: doc or wiki_doc; any other: code).
-fn visible(scope: Option<&Scope>, file: &GrepFile<'_>) -> bool {
+pub(crate) fn visible(scope: Option<&Scope>, file: &GrepFile<'_>) -> bool {
     let Some(s) = scope else { return true };
     if !s.allows_repo(file.repo) {
         return false;
@@ -402,6 +402,28 @@ pub fn grep(
     req: &GrepRequest,
     scope: Option<&Scope>,
 ) -> Result<GrepAnswer, ToolError> {
+    let mut not_searchable = Vec::new();
+    let mut stores = Vec::new();
+    for seg in &snap.segments {
+        match &seg.grep {
+            Some(store) => stores.push(store),
+            None => note_unsearchable(seg, scope, req, &mut not_searchable),
+        }
+    }
+    let mut answer = grep_stores(&stores, snap.id(), req, scope)?;
+    not_searchable.sort();
+    not_searchable.dedup();
+    answer.not_searchable = not_searchable;
+    Ok(answer)
+}
+
+/// [`grep`] over `stores`, the exact-search stores of snapshot `snapshot`'s serving units.
+pub fn grep_stores(
+    stores: &[&GrepStore],
+    snapshot: &str,
+    req: &GrepRequest,
+    scope: Option<&Scope>,
+) -> Result<GrepAnswer, ToolError> {
     let started = Instant::now();
     let scope_fp = scope.map(Scope::fingerprint);
     if req.after.as_ref().is_some_and(|c| c.scope != scope_fp) {
@@ -413,14 +435,9 @@ pub fn grep(
     let matcher = req.matcher()?;
     let query = req.query()?;
     let index_error = |e: hubdex_formats::FormatError| ToolError::Unavailable(e.to_string());
-    let mut not_searchable = Vec::new();
     let (mut searched, mut skipped) = (0u64, Skipped::default());
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
-    for seg in &snap.segments {
-        let Some(store) = &seg.grep else {
-            note_unsearchable(seg, scope, req, &mut not_searchable);
-            continue;
-        };
+    for store in stores {
         // Counting the files searched reads the table once (48 bytes a file, mapped).
         for i in 0..store.len() {
             let file = store.file(i).map_err(index_error)?;
@@ -466,7 +483,7 @@ pub fn grep(
     let cursor = truncated.then(|| {
         let last = results.last().expect("a truncated page holds a match");
         Cursor {
-            snapshot: snap.id().to_string(),
+            snapshot: snapshot.to_string(),
             repo: last.repo.clone(),
             path: last.path.clone(),
             line: last.line,
@@ -475,10 +492,8 @@ pub fn grep(
         }
         .encode()
     });
-    not_searchable.sort();
-    not_searchable.dedup();
     Ok(GrepAnswer {
-        snapshot: snap.id().to_string(),
+        snapshot: snapshot.to_string(),
         count,
         files,
         returned: results.len(),
@@ -488,7 +503,7 @@ pub fn grep(
         searched_files: searched,
         candidate_files: candidates.len() as u64,
         skipped_files: skipped,
-        not_searchable,
+        not_searchable: Vec::new(),
         results,
     })
 }

@@ -455,6 +455,7 @@ pub fn router(state: Arc<AppState>, opts: &HttpOptions) -> Router {
         .route("/v1/fetch", rest_route("fetch"))
         .route("/v1/read_span", rest_route("read_span"))
         .route("/v1/grep", rest_route("grep"))
+        .route("/v1/symbols", rest_route("symbols"))
         .route("/v1/related", rest_route("related"))
         .route(
             "/v1/stats",

@@ -23,6 +23,7 @@ mod search;
 mod serve;
 mod snapshot;
 mod state;
+mod symbols;
 mod tools;
 mod webhook;
 
@@ -34,7 +35,7 @@ pub use eval::{
 };
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
-pub use grep::{Case, GrepAnswer, GrepMatch, GrepRequest, grep};
+pub use grep::{Case, GrepAnswer, GrepMatch, GrepRequest, grep, grep_stores};
 pub use http::{DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use oauth::{ClaimGrant, OAuth, OAuthConfig, load_grants, resource_metadata};
@@ -42,7 +43,9 @@ pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
     related, summary as edge_summary,
 };
-pub use render::{fetch_text, grep_text, related_text, scan_text, search_text, span_text};
+pub use render::{
+    fetch_text, grep_text, related_text, scan_text, search_text, span_text, symbols_text,
+};
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
@@ -55,5 +58,6 @@ pub use snapshot::{
     pull_snapshot,
 };
 pub use state::{AppState, StateSetup, query_embedder};
+pub use symbols::{SymbolItem, SymbolsAnswer, SymbolsRequest, symbols, symbols_in};
 pub use tools::{ToolAnswer, ToolSpec, call_tool, call_tool_as, call_tool_via, tool_specs};
 pub use webhook::{Dispatch, WebhookConfig, verify_signature};

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use hubdex_runtime::default_model;
 use hubdex_server::{
-    AppState, Caller, GrepRequest, Mode, RelatedRequest, ServeArgs, StateSetup, TokensFile,
-    call_tool_via, default_cache, eval_current, grep, grep_text, health, load_eval, open_snapshot,
-    open_store, related, related_text, render_table, serve, tool_args,
+    AppState, Caller, GrepRequest, Mode, RelatedRequest, ServeArgs, StateSetup, SymbolsRequest,
+    TokensFile, call_tool_via, default_cache, eval_current, grep, grep_text, health, load_eval,
+    open_snapshot, open_store, related, related_text, render_table, serve, symbols, symbols_text,
+    tool_args,
 };
 use serde_json::json;
 
@@ -142,6 +143,40 @@ enum Command {
         #[arg(long)]
         snapshot: Option<String>,
         /// Print the JSON answer the grep tool returns.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where a name is defined (the `symbols` tool): e.g. `hubdex symbols MemoryBudget`,
+    /// `hubdex symbols parse --match prefix --kind function --references`.
+    Symbols {
+        /// The name.
+        name: String,
+        /// exact (default), prefix or substring.
+        #[arg(long = "match", default_value = "exact")]
+        how: String,
+        /// Only definitions of this kind (repeatable): function, method, struct, class, enum,
+        /// union, trait, interface, type, const, module, macro.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
+        /// Only files of this language.
+        #[arg(long)]
+        language: Option<String>,
+        /// Only this repository (owner/name).
+        #[arg(long)]
+        repo: Option<String>,
+        /// Only paths starting with this.
+        #[arg(long = "path-prefix")]
+        path_prefix: Option<String>,
+        /// Also list the lines naming it, by file.
+        #[arg(long)]
+        references: bool,
+        /// Definitions listed at most.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Answer from exactly this snapshot.
+        #[arg(long)]
+        snapshot: Option<String>,
+        /// Print the JSON answer the symbols tool returns.
         #[arg(long)]
         json: bool,
     },
@@ -343,6 +378,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&answer)?);
             } else {
                 print!("{}", grep_text(&answer));
+            }
+            Ok(())
+        }
+        Command::Symbols {
+            name,
+            how,
+            kinds,
+            language,
+            repo,
+            path_prefix,
+            references,
+            limit,
+            snapshot,
+            json,
+        } => {
+            let args = tool_args(json!({"name": name, "match": how, "kind": kinds,
+                "language": language, "repo": repo, "path_prefix": path_prefix,
+                "references": references, "limit": limit, "snapshot": snapshot}));
+            // No model needed: symbols reads the symbol tables and, for references, grep's.
+            let req = SymbolsRequest::from_args(&args)?;
+            let cache = cli.cache.clone().unwrap_or_else(default_cache);
+            let snap = open_snapshot(&store()?, &cache, req.snapshot.as_deref()).await?;
+            let answer = symbols(&snap, &req, None)?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+            } else {
+                print!("{}", symbols_text(&answer));
             }
             Ok(())
         }

@@ -8,6 +8,7 @@ use crate::grep::GrepAnswer;
 use crate::related::RelatedAnswer;
 use crate::scan::ScanAnswer;
 use crate::search::SearchAnswer;
+use crate::symbols::SymbolsAnswer;
 
 /// Words on one line.
 fn one_line(s: &str) -> String {
@@ -199,6 +200,40 @@ pub fn grep_text(a: &GrepAnswer) -> String {
     }
     if let Some(c) = &a.cursor {
         let _ = writeln!(out, "cursor: {c}");
+    }
+    out
+}
+
+/// A symbols answer as text: one definition a line (`kind name in container  path:start-end`
+/// and its signature), then the references by file.
+pub fn symbols_text(a: &SymbolsAnswer) -> String {
+    let mut out = format!("{} definitions from snapshot {}", a.count, a.snapshot);
+    if a.truncated {
+        out.push_str(&format!(" ({} listed)", a.results.len()));
+    }
+    out.push('\n');
+    for s in &a.results {
+        let container = s.container.as_deref().map(|c| format!(" in {c}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{} {}{container}  {} {}:{}-{}\n   {}",
+            s.kind, s.name, s.repo, s.path, s.line_start, s.line_end, s.signature
+        );
+    }
+    if let Some(r) = &a.references {
+        let _ = writeln!(out, "references: {} lines in {} files", r.count, r.files);
+        for f in &r.by_file {
+            for l in &f.lines {
+                let mark = if l["definition"] == serde_json::json!(true) { "*" } else { " " };
+                let _ = writeln!(
+                    out,
+                    "{mark} {}:{}:{}",
+                    f.path,
+                    l["line"],
+                    l["text"].as_str().unwrap_or("")
+                );
+            }
+        }
     }
     out
 }

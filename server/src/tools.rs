@@ -14,11 +14,14 @@ use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_
 use crate::filter::STATES;
 use crate::grep::{GrepRequest, grep};
 use crate::related::{DEFAULT_LIMIT, KIND_NAMES, RelatedRequest, related};
-use crate::render::{fetch_text, grep_text, related_text, scan_text, search_text, span_text};
+use crate::render::{
+    fetch_text, grep_text, related_text, scan_text, search_text, span_text, symbols_text,
+};
 use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
 use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
 use crate::snapshot::OpenSnapshot;
 use crate::state::AppState;
+use crate::symbols::{SymbolsRequest, symbols};
 
 /// A tool as listed: name, title, description, input schema.
 #[derive(Debug, Clone)]
@@ -191,6 +194,39 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 .expect("object")
                 .clone(),
                 &["pattern"],
+            ),
+        },
+        ToolSpec {
+            name: "symbols",
+            title: "Find definitions",
+            description: "Where a function, method, struct, class, enum, trait, interface, type, constant, module or macro \
+                is defined in the indexed files (tree-sitter tags of Rust, Python, JavaScript, TypeScript, Go, Java, C, \
+                C++), with its kind, the impl, class or module it is in, its signature line and a read_span citation \
+                `path:start-end@sha`. Match the name exactly (default), by prefix, or as a case-insensitive substring. \
+                With `references: true`, also every line naming it as a word (from grep), grouped by file, the \
+                definitions marked.",
+            input_schema: object_schema(
+                json!({
+                    "name": {"type": "string", "minLength": 1, "maxLength": crate::symbols::MAX_NAME_CHARS,
+                        "description": "The name, e.g. parse_args, MemoryBudget."},
+                    "match": {"type": "string", "enum": ["exact", "prefix", "substring"], "default": "exact",
+                        "description": "exact and prefix match the case as written; substring either case."},
+                    "kind": {"anyOf": [
+                        {"type": "string", "enum": hubdex_formats::SYMBOL_KINDS},
+                        {"type": "array", "items": {"type": "string", "enum": hubdex_formats::SYMBOL_KINDS}, "minItems": 1}],
+                        "description": "Only definitions of this kind, or of any of these."},
+                    "language": {"type": "string", "description": "Only files of this language (rust, python, go, ...)."},
+                    "repo": {"type": "string", "description": "Only this repository, exactly owner/name."},
+                    "path_prefix": {"type": "string", "description": "Only files whose path starts with this."},
+                    "references": {"type": "boolean", "default": false,
+                        "description": "Also list the lines naming it (word-bounded, case-sensitive), by file; at most 500, `references.count` counts all."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::symbols::MAX_LIMIT, "default": 50,
+                        "description": "Definitions listed at most; `count` counts all."}
+                })
+                .as_object()
+                .expect("object")
+                .clone(),
+                &["name"],
             ),
         },
         ToolSpec {
@@ -373,6 +409,15 @@ async fn answer_tool(
                 .await
                 .map_err(|e| ToolError::Unavailable(format!("grep task failed: {e}")))??;
             typed(&answer, grep_text(&answer))
+        }
+        "symbols" => {
+            let req = SymbolsRequest::from_args(args)?;
+            let snap = state.snapshot(req.snapshot.as_deref()).await?;
+            let scope = caller.scope.clone();
+            let answer = tokio::task::spawn_blocking(move || symbols(&snap, &req, scope.as_ref()))
+                .await
+                .map_err(|e| ToolError::Unavailable(format!("symbols task failed: {e}")))??;
+            typed(&answer, symbols_text(&answer))
         }
         "related" => {
             let req = RelatedRequest::from_args(args)?;

@@ -1,7 +1,9 @@
 //! `grep` over a snapshot: the same (file, line) matches as ripgrep on the same files, for
 //! patterns from a literal to one without a trigram, in every case mode; pages that cover every
 //! match once in a stable order; vendored, generated, binary and oversized files marked or
-//! counted; a scoped caller grepping only its repositories; bad input as tool errors. The
+//! counted; a scoped caller grepping only its repositories; bad input as tool errors. And
+//! `symbols`: definitions by name with kinds, containers and citations, references marked,
+//! in process, over REST, the Python SDK and the command line. The
 //! corpus is real code: this workspace's own sources and docs, committed into a repository the
 //! test makes, with a handful of files made to be awkward.
 
@@ -79,6 +81,10 @@ fn awkward_files(repo: &Path) {
     write("src/no_newline.rs", b"fn last_line() -> u32 { 7 }");
     let long = format!("{}needle at the end\n", "x".repeat(1000));
     write("notes/long_line.txt", long.as_bytes());
+    write(
+        "tools/build.py",
+        b"RETRIES = 3\n\n\nclass Builder:\n    def run(self, target):\n        return target\n\n\ndef main():\n    Builder().run('all')\n",
+    );
 }
 
 /// Two repositories: this workspace's formats crate, docs and lock file with the awkward
@@ -540,4 +546,196 @@ fn grep_over_rest_answers_what_it_answers_in_process_and_a_bad_pattern_is_a_400(
         crate::http::request(port, "POST", "/v1/grep", &json!({"pattern": "(("}).to_string(), &[]);
     assert_eq!(status, 400, "{err}");
     assert!(err.contains("pattern"), "{err}");
+}
+
+#[test]
+fn symbols_lists_definitions_with_kind_container_and_citation_and_marks_them_among_references() {
+    let c = corpus();
+    runtime().block_on(async {
+        let st = state(&c.store).await;
+        let local = Caller::local();
+        let sym = |args: Value| {
+            let st = st.clone();
+            let local = local.clone();
+            async move {
+                hubdex_server::call_tool_as(&st, &local, "symbols", &obj(args))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        };
+        let writer = sym(json!({"name": "NgramWriter", "references": true})).await.unwrap();
+        assert_eq!(writer["count"], json!(1), "{writer}");
+        let def = &writer["results"][0];
+        assert_eq!(def["kind"], json!("struct"));
+        assert_eq!(def["path"], json!("formats/src/ngram/index.rs"));
+        assert_eq!(def["language"], json!("rust"));
+        assert_eq!(def["signature"], json!("pub struct NgramWriter {"));
+        let line = def["line_start"].as_u64().unwrap();
+        assert!(
+            def["citation"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("formats/src/ngram/index.rs:{line}-{}@", def["line_end"])),
+            "{def}"
+        );
+        // The references: every line naming it, the definition's marked.
+        let refs = &writer["references"];
+        assert!(refs["count"].as_u64().unwrap() > 3, "{refs}");
+        let marked: Vec<&Value> = refs["by_file"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| f["lines"].as_array().unwrap().iter().map(move |l| (f, l)))
+            .filter(|(_, l)| l["definition"] == json!(true))
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(marked.len(), 1, "{refs}");
+        assert_eq!(marked[0]["line"], json!(line));
+        // Methods in an impl name their container; kinds filter.
+        let finish = sym(json!({"name": "finish", "kind": "method"})).await.unwrap();
+        let containers: BTreeSet<&str> = finish["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["container"].as_str())
+            .collect();
+        assert!(containers.contains("NgramWriter"), "{finish}");
+        assert!(finish["results"].as_array().unwrap().iter().all(|r| r["kind"] == json!("method")));
+        // Prefix keeps the case; substring ignores it.
+        let prefix = sym(json!({"name": "Ngram", "match": "prefix", "limit": 500})).await.unwrap();
+        let names: BTreeSet<&str> = prefix["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains("NgramWriter") && names.contains("NgramIndex"), "{names:?}");
+        assert_eq!(
+            sym(json!({"name": "ngramW", "match": "prefix"})).await.unwrap()["count"],
+            json!(0)
+        );
+        let sub = sym(json!({"name": "gramwri", "match": "substring"})).await.unwrap();
+        assert!(
+            sub["results"].as_array().unwrap().iter().any(|r| r["name"] == json!("NgramWriter"))
+        );
+        // Python: a class, its method, a function, a module constant.
+        let py = sym(json!({"name": "Builder", "language": "python"})).await.unwrap();
+        assert_eq!(py["results"][0]["kind"], json!("class"), "{py}");
+        let run = sym(json!({"name": "run", "repo": CORPUS, "language": "python"})).await.unwrap();
+        assert_eq!(
+            (run["results"][0]["kind"].clone(), run["results"][0]["container"].clone()),
+            (json!("method"), json!("Builder"))
+        );
+        // A scoped caller sees only its repositories' definitions.
+        let other = Caller {
+            name: "other".into(),
+            kind: CallerKind::ScopedToken,
+            scope: Some(Scope::new(&[OTHER.to_string()], &[]).unwrap()),
+        };
+        let scoped = hubdex_server::call_tool_as(
+            &st,
+            &other,
+            "symbols",
+            &obj(json!({"name": "parse_args", "references": true})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(scoped["count"], json!(1), "{scoped}");
+        assert_eq!(scoped["results"][0]["repo"], json!(OTHER));
+        assert_eq!(scoped["references"]["count"], json!(1));
+        // Bad input names the argument.
+        for (args, want) in [
+            (json!({"name": ""}), "argument `name`: must not be empty"),
+            (json!({"name": "x", "kind": "lambda"}), "argument `kind`: unknown kind \"lambda\""),
+            (
+                json!({"name": "x", "match": "fuzzy"}),
+                "argument `match`: must be one of exact, prefix, substring",
+            ),
+            (
+                json!({"name": "x", "limit": 501}),
+                "argument `limit`: must be an integer from 1 to 500",
+            ),
+        ] {
+            let err = sym(args.clone()).await.unwrap_err();
+            assert!(err.contains(want), "{args}: {err}");
+        }
+    });
+}
+
+#[test]
+fn grep_and_symbols_answer_the_python_sdk_rest_and_the_command_line() {
+    let c = corpus();
+    let store = c.store.to_str().unwrap();
+    let (_server, port) = crate::mcp_clients::spawn_http(&["--store", store], &[], &[], None);
+    let calls = json!([
+        ["grep", {"pattern": "fn\\s+plan\\(", "repo": CORPUS}],
+        ["symbols", {"name": "plan", "kind": "function", "references": true}],
+        ["grep", {"pattern": "(("}]
+    ]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/mcp_calls.py");
+    let out = Command::new(hubdex_tests::python())
+        .arg(script)
+        .arg(format!("http://127.0.0.1:{port}/mcp"))
+        .arg("no-token")
+        .arg(calls.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "python client: {}", String::from_utf8_lossy(&out.stderr));
+    let r: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r[0]["is_error"], json!(false), "{}", r[0]);
+    assert_eq!(
+        r[0]["structured"]["results"][0]["path"],
+        json!("formats/src/ngram/plan.rs"),
+        "{}",
+        r[0]
+    );
+    let plan_line = r[0]["structured"]["results"][0]["line"].clone();
+    let defs = &r[1]["structured"];
+    let def = defs["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == json!("formats/src/ngram/plan.rs"))
+        .unwrap_or_else(|| panic!("{defs}"));
+    assert_eq!(def["line_start"], plan_line, "the definition grep found");
+    assert!(defs["references"]["count"].as_u64().unwrap() >= 2, "{defs}");
+    assert!(r[1]["text"].as_str().unwrap().contains("function plan"), "{}", r[1]);
+    assert_eq!(r[2]["is_error"], json!(true));
+    assert!(r[2]["text"].as_str().unwrap().contains("argument `pattern`"), "{}", r[2]);
+    // REST answers what MCP answered.
+    let body = json!({"name": "plan", "kind": "function", "references": true}).to_string();
+    let (status, rest) = crate::http::request(port, "POST", "/v1/symbols", &body, &[]);
+    assert_eq!(status, 200, "{rest}");
+    let rest: Value = serde_json::from_str(&rest).unwrap();
+    assert_eq!(rest["results"], defs["results"]);
+    let (status, _) = crate::http::request(
+        port,
+        "POST",
+        "/v1/symbols",
+        r#"{"name": "x", "kind": "lambda"}"#,
+        &[],
+    );
+    assert_eq!(status, 400);
+    // The command prints the same answer.
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path().to_str().unwrap();
+    let (code, out, err) = crate::bad_input::hubdex(&[
+        "--store",
+        store,
+        "--cache",
+        cache,
+        "symbols",
+        "plan",
+        "--kind",
+        "function",
+        "--references",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let cli: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cli["results"], defs["results"]);
+    let (code, out, err) =
+        crate::bad_input::hubdex(&["--store", store, "--cache", cache, "symbols", "NgramWriter"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("struct NgramWriter  local/corpus formats/src/ngram/index.rs:"), "{out}");
 }

@@ -66,7 +66,16 @@ fn check_report(r: &Value, who: &str, is_error: &str, structured: &str) {
     let snapshot = json!(fixture().first.snapshot);
     assert_eq!(
         r["tools"],
-        json!(["fetch", "grep", "index_stats", "read_span", "related", "scan", "search"]),
+        json!([
+            "fetch",
+            "grep",
+            "index_stats",
+            "read_span",
+            "related",
+            "scan",
+            "search",
+            "symbols"
+        ]),
         "{who}"
     );
     for tool in ["stats", "search", "scan", "fetch", "span", "related", "grep"] {

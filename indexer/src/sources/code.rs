@@ -78,7 +78,7 @@ impl Lang {
         }
     }
 
-    fn grammar(self) -> Language {
+    pub(crate) fn grammar(self) -> Language {
         match self {
             Lang::Rust => tree_sitter_rust::LANGUAGE.into(),
             Lang::Python => tree_sitter_python::LANGUAGE.into(),

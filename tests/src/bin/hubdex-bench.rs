@@ -181,19 +181,24 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "0")]
         rescore: Vec<usize>,
     },
-    /// The trigram index exact search plans on (hubdex_formats::ngram), over a directory of
-    /// files: its build time and bytes, and per pattern the candidates it leaves and the
-    /// matching lines once they are read and verified with the regex.
-    Ngram {
+    /// `grep` over a directory of repositories (each directory under `corpus` one
+    /// repository): the exact-search store written as a merge writes it (build time, peak
+    /// memory, bytes), then each pattern answered by the tool's own code, timed.
+    Grep {
         #[arg(long)]
         corpus: PathBuf,
-        #[arg(long, required = true)]
-        pattern: Vec<String>,
-        /// Files larger than this are left out (zoekt's cap).
-        #[arg(long, default_value_t = 2 << 20)]
-        max_file_bytes: u64,
+        /// A JSON file: a list of `[kind, pattern]` (Rust regex syntax).
+        #[arg(long)]
+        patterns: PathBuf,
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Write each pattern's matches here, `<n>.txt`, one `repo/path:line` a line, sorted
+        /// (for patterns of at most 20,000 matching lines).
+        #[arg(long)]
+        matches_out: Option<PathBuf>,
+        /// Where the store is written (default: a temporary directory).
+        #[arg(long)]
+        store: Option<PathBuf>,
     },
     EmbedderMemory {
         #[arg(long)]
@@ -1205,72 +1210,130 @@ fn vectors_bench(
     }))
 }
 
-/// `ngram`: the trigram index over `corpus`'s text files (no NUL in their first 8,000 bytes, at
-/// most `max_file_bytes`), then each pattern planned, its candidates read from disk and
-/// verified; the median of `runs` timings after one untimed run.
-fn ngram_bench(
+/// Patterns with more matching lines than this have only their count compared with
+/// ripgrep's: paging through a million blank lines 500 at a time costs minutes.
+const MATCHES_OUT_MAX: u64 = 20_000;
+
+/// `grep`: the exact-search store of `corpus` (each directory under it one repository, its
+/// files read as the indexer reads a tree: binary and over-2-MiB ones listed without text),
+/// then each pattern of `patterns` answered by the `grep` tool's code (`grep_stores`, 50
+/// matches a page, totals over all), the median of `runs` timings after one untimed run.
+fn grep_bench(
     corpus: &Path,
-    patterns: &[String],
-    max_file_bytes: u64,
+    patterns: &Path,
     runs: usize,
+    matches_out: Option<&Path>,
+    store: Option<&Path>,
 ) -> anyhow::Result<Value> {
-    use hubdex_formats::ngram::{NgramIndex, NgramWriter, plan};
-    let mut paths = Vec::new();
-    let (mut skipped, mut bytes) = (0usize, 0u64);
+    use hubdex_formats::{
+        FileText, GrepStore, GrepStoreWriter, MAX_TEXT_FILE_BYTES, Skipped, is_binary,
+    };
+    let patterns: Vec<(String, String)> = serde_json::from_slice(&std::fs::read(patterns)?)?;
+    let patterns: Vec<String> = patterns.into_iter().map(|(_, p)| p).collect();
+    let tmp = tempfile::tempdir()?;
+    let dir = store.map_or_else(|| tmp.path().join("grep"), Path::to_path_buf);
+    let _ = std::fs::remove_dir_all(&dir);
     let started = Instant::now();
-    let mut writer = NgramWriter::new();
-    for entry in walkdir::WalkDir::new(corpus).sort_by_file_name() {
-        let entry = entry?;
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let len = entry.metadata()?.len();
-        if len > max_file_bytes {
-            skipped += 1;
-            continue;
-        }
-        let text = std::fs::read(entry.path())?;
-        if text[..text.len().min(8000)].contains(&0) {
-            skipped += 1;
-            continue;
-        }
-        bytes += len;
-        writer.add(&text)?;
-        paths.push(entry.path().to_path_buf());
-    }
-    let index_bytes = writer.finish()?;
-    let build_seconds = started.elapsed().as_secs_f64();
-    let index = NgramIndex::from_bytes(&index_bytes)?;
-    let mut rows = Vec::new();
-    for p in patterns {
-        let re = regex::bytes::Regex::new(p)?;
-        let query = plan(p)?;
-        let search = || -> anyhow::Result<(usize, usize)> {
-            let candidates = index.candidates(&query)?;
-            let mut lines = 0;
-            for &doc in &candidates {
-                let text = std::fs::read(&paths[doc as usize])?;
-                lines += text.split(|&b| b == b'\n').filter(|l| re.is_match(l)).count();
+    let mut writer = GrepStoreWriter::create(&dir)?;
+    let (mut files, mut text_bytes, mut binary, mut too_large) = (0u64, 0u64, 0u64, 0u64);
+    let mut repos: Vec<PathBuf> = std::fs::read_dir(corpus)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    repos.sort();
+    for repo_dir in &repos {
+        let repo = repo_dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+        for entry in walkdir::WalkDir::new(repo_dir).sort_by_file_name() {
+            let entry = entry?;
+            if !entry.file_type().is_file() {
+                continue;
             }
-            Ok((candidates.len(), lines))
+            let path = entry.path().strip_prefix(repo_dir)?.to_string_lossy().to_string();
+            let len = entry.metadata()?.len();
+            let mut file = FileText::new(&path, "0000000", None, String::new());
+            if len > MAX_TEXT_FILE_BYTES {
+                file.skipped = Some(Skipped::TooLarge);
+                too_large += 1;
+            } else {
+                let bytes = std::fs::read(entry.path())?;
+                if is_binary(&bytes) {
+                    file.skipped = Some(Skipped::Binary);
+                    binary += 1;
+                } else {
+                    text_bytes += len;
+                    file.content = match String::from_utf8(bytes) {
+                        Ok(t) => t,
+                        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                    };
+                }
+            }
+            writer.add(&repo, &file)?;
+            files += 1;
+        }
+    }
+    writer.finish()?;
+    let build_seconds = started.elapsed().as_secs_f64();
+    let peak_mib = status_kib("VmHWM:") as f64 / 1024.0;
+    let grep = GrepStore::open(&dir)?;
+    let stores = [&grep];
+    let request = |pattern: &str, cursor: Option<&str>, limit: u64| {
+        let mut args = json!({"pattern": pattern, "limit": limit});
+        if let Some(c) = cursor {
+            args["cursor"] = json!(c);
+        }
+        hubdex_server::GrepRequest::from_args(args.as_object().expect("an object"))
+    };
+    let mut rows = Vec::new();
+    for (n, p) in patterns.iter().enumerate() {
+        let req = match request(p, None, 50) {
+            Ok(r) => r,
+            Err(e) => {
+                rows.push(json!({"pattern": p, "error": e.to_string()}));
+                continue;
+            }
         };
-        search()?;
+        let first = hubdex_server::grep_stores(&stores, "bench", &req, None)?;
         let mut times = Vec::new();
-        let mut found = (0, 0);
         for _ in 0..runs.max(1) {
             let t = Instant::now();
-            found = search()?;
+            hubdex_server::grep_stores(&stores, "bench", &req, None)?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         times.sort_by(f64::total_cmp);
+        if let Some(out) = matches_out.filter(|_| first.count <= MATCHES_OUT_MAX) {
+            // Every page, for the comparison with ripgrep (untimed).
+            std::fs::create_dir_all(out)?;
+            let mut lines = Vec::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = hubdex_server::grep_stores(
+                    &stores,
+                    "bench",
+                    &request(p, cursor.as_deref(), 500)?,
+                    None,
+                )?;
+                for m in &page.results {
+                    lines.push(format!("{}/{}:{}", m.repo, m.path, m.line));
+                }
+                match page.cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            lines.sort();
+            std::fs::write(out.join(format!("{n}.txt")), lines.join("\n") + "\n")?;
+        }
         rows.push(json!({
-            "pattern": p, "candidates": found.0, "lines": found.1,
-            "ms": times[times.len() / 2],
+            "pattern": p, "count": first.count, "files": first.files,
+            "candidates": first.candidate_files, "exhaustive": first.exhaustive,
+            "ms": times[times.len() / 2], "ms_max": times[times.len() - 1],
         }));
     }
     Ok(json!({
-        "files": paths.len(), "skipped": skipped, "bytes": bytes,
-        "build_seconds": build_seconds, "index_bytes": index_bytes.len(),
+        "repos": repos.len(), "files": files, "text_bytes": text_bytes,
+        "binary": binary, "too_large": too_large,
+        "build_seconds": build_seconds, "build_peak_mib": peak_mib,
+        "index_bytes": grep.index_bytes(), "texts_bytes": grep.text_bytes(),
         "patterns": rows,
     }))
 }
@@ -1313,8 +1376,8 @@ fn main() -> anyhow::Result<()> {
         Command::Vectors { segment, query_vectors, ef, rescore } => {
             vectors_bench(&segment, &query_vectors, &ef, &rescore)?
         }
-        Command::Ngram { corpus, pattern, max_file_bytes, runs } => {
-            ngram_bench(&corpus, &pattern, max_file_bytes, runs)?
+        Command::Grep { corpus, patterns, runs, matches_out, store } => {
+            grep_bench(&corpus, &patterns, runs, matches_out.as_deref(), store.as_deref())?
         }
         Command::EmbedderMemory {
             model,
