@@ -336,7 +336,21 @@ pub struct GrepStore {
     symbols: OwnedBytes,
     symbol_count: u32,
     files: u32,
+    /// Files per (repository, markdown or not): text, binary, too large. Counted at open, so
+    /// a search without path filters counts what it searched without reading the table.
+    counts: HashMap<(String, bool), [u64; 3]>,
     dir: PathBuf,
+}
+
+/// The files of one repository's markdown or other files, counted ([`GrepStore::counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileCounts {
+    /// Files with their text.
+    pub text: u64,
+    /// Binary files.
+    pub binary: u64,
+    /// Files over the size cap.
+    pub too_large: u64,
 }
 
 impl std::fmt::Debug for GrepStore {
@@ -389,13 +403,14 @@ impl GrepStore {
             OwnedBytes::empty()
         };
         let symbol_count = check_symbols(&symbols, files).map_err(|d| bad(SYMBOLS, d))?;
-        let store = GrepStore {
+        let mut store = GrepStore {
             texts,
             table,
             trigrams,
             symbols,
             symbol_count,
             files,
+            counts: HashMap::new(),
             dir: dir.to_path_buf(),
         };
         for i in 0..files {
@@ -408,6 +423,18 @@ impl GrepStore {
                 return Err(bad(FILES, format!("entry {i} points past its file")));
             }
         }
+        let mut counts: HashMap<(String, bool), [u64; 3]> = HashMap::new();
+        for i in 0..files {
+            let f = store.file(i)?;
+            let slot = match f.skipped {
+                None => 0,
+                Some(Skipped::Binary) => 1,
+                Some(Skipped::TooLarge) => 2,
+            };
+            let key = (f.repo.to_string(), f.language == Some("markdown"));
+            counts.entry(key).or_default()[slot] += 1;
+        }
+        store.counts = counts;
         Ok(store)
     }
 
@@ -471,6 +498,13 @@ impl GrepStore {
             detail: e.to_string(),
         };
         NgramIndex::from_bytes(&self.trigrams).and_then(|ix| ix.candidates(query)).map_err(damaged)
+    }
+
+    /// Its files counted by repository and by whether they are markdown (`true`) or not.
+    pub fn counts(&self) -> impl Iterator<Item = (&str, bool, FileCounts)> + '_ {
+        self.counts.iter().map(|((repo, md), c)| {
+            (repo.as_str(), *md, FileCounts { text: c[0], binary: c[1], too_large: c[2] })
+        })
     }
 
     /// How many definitions its symbol table lists.

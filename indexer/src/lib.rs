@@ -25,3 +25,4 @@ pub use sources::diff::{DIFF_MAX_LINES, cut_diff};
 pub use sources::git::GitError;
 pub use sources::markdown::{MdChunk, chunk_markdown};
 pub use sources::refs::find_refs;
+pub use sources::tags::symbols_of;

@@ -437,9 +437,32 @@ pub fn grep_stores(
     let index_error = |e: hubdex_formats::FormatError| ToolError::Unavailable(e.to_string());
     let (mut searched, mut skipped) = (0u64, Skipped::default());
     let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    let path_filtered = req.path_prefix.is_some()
+        || req.files_glob.is_some()
+        || req.language.is_some()
+        || req.skip_generated;
     for store in stores {
-        // Counting the files searched reads the table once (48 bytes a file, mapped).
-        for i in 0..store.len() {
+        if !path_filtered {
+            // Counted at open, by repository and by markdown or not: what the scope and the
+            // repo filter decide.
+            for (repo, markdown, c) in store.counts() {
+                let sees = match scope {
+                    None => true,
+                    Some(s) if !s.allows_repo(repo) => false,
+                    Some(s) if markdown => {
+                        s.allows_type(RowType::Doc) || s.allows_type(RowType::WikiDoc)
+                    }
+                    Some(s) => s.allows_type(RowType::Code),
+                };
+                if sees && req.repo.as_deref().is_none_or(|r| r == repo) {
+                    searched += c.text;
+                    skipped.binary += c.binary;
+                    skipped.too_large += c.too_large;
+                }
+            }
+        }
+        // With path filters, counting the files searched reads the table (48 bytes a file).
+        for i in (0..store.len()).filter(|_| path_filtered) {
             let file = store.file(i).map_err(index_error)?;
             if !visible(scope, &file) || !req.keeps(&file) {
                 continue;

@@ -8,5 +8,5 @@ pub(crate) mod markdown;
 pub(crate) mod message;
 pub(crate) mod refs;
 pub(crate) mod shas;
-pub(crate) mod tags;
+pub mod tags;
 pub(crate) mod tree;

@@ -59,6 +59,12 @@ fn query(lang: Lang) -> Option<&'static Query> {
     QUERIES[slot].get_or_init(|| Query::new(&lang.grammar(), &query_text(lang)).ok()).as_ref()
 }
 
+/// The definitions in the file `path` (its language by extension) holding `text`: what a
+/// build lists for it (`hubdex-bench` measures them against Universal Ctags).
+pub fn symbols_of(path: &str, text: &str) -> Vec<FileSymbol> {
+    Lang::of_path(path).map(|lang| symbols(lang, text)).unwrap_or_default()
+}
+
 /// The definitions in `text`, a file in `lang`, in the order they start.
 pub(crate) fn symbols(lang: Lang, text: &str) -> Vec<FileSymbol> {
     let Some(query) = query(lang) else { return Vec::new() };

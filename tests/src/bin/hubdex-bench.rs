@@ -200,6 +200,13 @@ enum Command {
         #[arg(long)]
         store: Option<PathBuf>,
     },
+    /// The definitions the indexer lists (tree-sitter tags) for every file under `dir`, as
+    /// JSON: `[{path, line, end, name, kind, container}]` (ci/bench-grep compares them with
+    /// Universal Ctags').
+    Symbols {
+        #[arg(long)]
+        dir: PathBuf,
+    },
     EmbedderMemory {
         #[arg(long)]
         model: PathBuf,
@@ -1210,6 +1217,24 @@ fn vectors_bench(
     }))
 }
 
+/// `symbols`: every definition the indexer lists for the files under `dir`.
+fn symbols_bench(dir: &Path) -> anyhow::Result<Value> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry?;
+        if !entry.file_type().is_file() || entry.metadata()?.len() > 1 << 20 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+        let path = entry.path().strip_prefix(dir)?.to_string_lossy().to_string();
+        for s in hubdex_indexer::symbols_of(&path, &text) {
+            out.push(json!({"path": path, "line": s.line_start, "end": s.line_end,
+                "name": s.name, "kind": s.kind, "container": s.container}));
+        }
+    }
+    Ok(Value::Array(out))
+}
+
 /// Patterns with more matching lines than this have only their count compared with
 /// ripgrep's: paging through a million blank lines 500 at a time costs minutes.
 const MATCHES_OUT_MAX: u64 = 20_000;
@@ -1262,7 +1287,13 @@ fn grep_bench(
                 } else {
                     text_bytes += len;
                     file.content = match String::from_utf8(bytes) {
-                        Ok(t) => t,
+                        Ok(t) => {
+                            // As a build lists them: files with a grammar up to 1 MiB.
+                            if len <= 1 << 20 {
+                                file.symbols = hubdex_indexer::symbols_of(&path, &t);
+                            }
+                            t
+                        }
                         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
                     };
                 }
@@ -1329,7 +1360,26 @@ fn grep_bench(
             "ms": times[times.len() / 2], "ms_max": times[times.len() - 1],
         }));
     }
+    // `symbols`: exact lookups of every 500th name of the table, timed.
+    let mut lookups = Vec::new();
+    let mut symbol_ms = Vec::new();
+    for i in (0..grep.symbol_count()).step_by(500) {
+        lookups.push(grep.symbol(i)?.name.to_string());
+    }
+    for name in &lookups {
+        let req = hubdex_server::SymbolsRequest::from_args(
+            json!({"name": name}).as_object().expect("an object"),
+        )?;
+        hubdex_server::symbols_in(&stores, "bench", &req, None)?;
+        let t = Instant::now();
+        hubdex_server::symbols_in(&stores, "bench", &req, None)?;
+        symbol_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    symbol_ms.sort_by(f64::total_cmp);
+    let at = |q: f64| symbol_ms.get(((symbol_ms.len() as f64 - 1.0) * q).round() as usize).copied();
     Ok(json!({
+        "symbols": grep.symbol_count(), "symbol_bytes": grep.symbol_bytes(),
+        "symbol_lookups": symbol_ms.len(), "symbol_p50_ms": at(0.5), "symbol_p99_ms": at(0.99),
         "repos": repos.len(), "files": files, "text_bytes": text_bytes,
         "binary": binary, "too_large": too_large,
         "build_seconds": build_seconds, "build_peak_mib": peak_mib,
@@ -1376,6 +1426,7 @@ fn main() -> anyhow::Result<()> {
         Command::Vectors { segment, query_vectors, ef, rescore } => {
             vectors_bench(&segment, &query_vectors, &ef, &rescore)?
         }
+        Command::Symbols { dir } => symbols_bench(&dir)?,
         Command::Grep { corpus, patterns, runs, matches_out, store } => {
             grep_bench(&corpus, &patterns, runs, matches_out.as_deref(), store.as_deref())?
         }
