@@ -14,6 +14,7 @@
 //!                    40-byte entry a definition (10 u32: file, name, container and signature
 //!                    each as pool offset and length, kind, first and last line) sorted by
 //!                    name folded to lower case, then name, file and line; then the pool
+//!                    (each string stored once)
 //! ```
 //!
 //! A file listed without its text ([`Skipped`]) has an empty text and indexes no trigram: it
@@ -78,8 +79,11 @@ pub struct GrepStoreWriter {
     interned: HashMap<String, (u32, u32)>,
     trigrams: NgramWriter,
     files: u32,
-    /// Every definition with its file's number, sorted at finish.
-    symbols: Vec<(u32, crate::files::FileSymbol)>,
+    /// Every definition so far as its 10-word entry (strings in `symbol_pool`), sorted at
+    /// finish: 40 bytes a definition and its strings once, not a struct of owned strings.
+    symbols: Vec<[u32; 10]>,
+    symbol_pool: Vec<u8>,
+    symbol_strings: HashMap<String, (u32, u32)>,
 }
 
 impl std::fmt::Debug for GrepStoreWriter {
@@ -107,6 +111,8 @@ impl GrepStoreWriter {
             trigrams: NgramWriter::new(),
             files: 0,
             symbols: Vec::new(),
+            symbol_pool: Vec::new(),
+            symbol_strings: HashMap::new(),
         })
     }
 
@@ -171,9 +177,44 @@ impl GrepStoreWriter {
         for w in words {
             self.entries.extend_from_slice(&w.to_le_bytes());
         }
-        self.symbols.extend(f.symbols.iter().map(|sym| (self.files, sym.clone())));
+        for sym in &f.symbols {
+            let name = self.symbol_string(&sym.name)?;
+            let container = match &sym.container {
+                Some(c) => self.symbol_string(c)?,
+                None => (0, 0),
+            };
+            let signature = self.symbol_string(&sym.signature)?;
+            let kind =
+                SYMBOL_KINDS.iter().position(|k| *k == sym.kind).unwrap_or(SYMBOL_KINDS.len() - 1);
+            self.symbols.push([
+                self.files,
+                name.0,
+                name.1,
+                container.0,
+                container.1,
+                signature.0,
+                signature.1,
+                kind as u32,
+                sym.line_start,
+                sym.line_end,
+            ]);
+        }
         self.files += 1;
         Ok(())
+    }
+
+    /// `s` in the symbol table's pool, stored once (signatures such as `fn new() -> Self {`
+    /// repeat: a third of the table's bytes).
+    fn symbol_string(&mut self, s: &str) -> Result<(u32, u32), FormatError> {
+        if let Some(&at) = self.symbol_strings.get(s) {
+            return Ok(at);
+        }
+        let at = u32::try_from(self.symbol_pool.len())
+            .map_err(|_| self.too_large("its symbol strings pass 4 GiB"))?;
+        self.symbol_pool.extend_from_slice(s.as_bytes());
+        let at = (at, s.len() as u32);
+        self.symbol_strings.insert(s.to_string(), at);
+        Ok(at)
     }
 
     /// How many files were added.
@@ -183,8 +224,20 @@ impl GrepStoreWriter {
 
     /// Writes the table and the trigram index.
     pub fn finish(self) -> Result<(), FormatError> {
-        let GrepStoreWriter { dir, texts, entries, pool, trigrams, files, symbols, .. } = self;
-        write_symbols(&dir.join(SYMBOLS), symbols)?;
+        let GrepStoreWriter {
+            dir,
+            texts,
+            entries,
+            pool,
+            trigrams,
+            files,
+            symbols,
+            symbol_pool,
+            symbol_strings,
+            ..
+        } = self;
+        drop(symbol_strings);
+        write_symbols(&dir.join(SYMBOLS), symbols, &symbol_pool)?;
         let texts_path = dir.join(TEXTS);
         let texts = texts.into_inner().map_err(|e| FormatError::io(&texts_path, e.into_error()))?;
         texts.sync_all().map_err(|e| FormatError::io(&texts_path, e))?;
@@ -206,62 +259,36 @@ impl GrepStoreWriter {
     }
 }
 
-/// Writes the symbol table: definitions sorted by folded name, then name, file and line.
-fn write_symbols(
-    path: &Path,
-    mut symbols: Vec<(u32, crate::files::FileSymbol)>,
-) -> Result<(), FormatError> {
-    symbols.sort_by_cached_key(|(file, s)| {
-        (s.name.to_lowercase(), s.name.clone(), *file, s.line_start, s.line_end)
+/// Writes the symbol table: definitions sorted by folded name, then name, file and line
+/// (names compared in the pool, folded a character at a time, nothing allocated).
+fn write_symbols(path: &Path, mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Result<(), FormatError> {
+    let name = |e: &[u32; 10]| {
+        std::str::from_utf8(&pool[e[1] as usize..(e[1] + e[2]) as usize]).unwrap_or_default()
+    };
+    let folded = |s: &str| s.chars().flat_map(char::to_lowercase).collect::<Vec<char>>();
+    symbols.sort_by(|a, b| {
+        let (na, nb) = (name(a), name(b));
+        na.chars()
+            .flat_map(char::to_lowercase)
+            .cmp(nb.chars().flat_map(char::to_lowercase))
+            .then_with(|| na.cmp(nb))
+            .then_with(|| (a[0], a[8], a[9]).cmp(&(b[0], b[8], b[9])))
     });
-    let mut pool: Vec<u8> = Vec::new();
-    let mut interned: HashMap<String, (u32, u32)> = HashMap::new();
-    let mut entries = Vec::with_capacity(symbols.len() * SYMBOL_ENTRY);
-    let too_large = || FormatError::Schema {
-        what: path.display().to_string(),
-        detail: "its strings pass 4 GiB".into(),
-    };
-    let mut string = |s: &str| -> Result<(u32, u32), FormatError> {
-        if let Some(&at) = interned.get(s) {
-            return Ok(at);
-        }
-        let at = (u32::try_from(pool.len()).map_err(|_| too_large())?, s.len() as u32);
-        pool.extend_from_slice(s.as_bytes());
-        interned.insert(s.to_string(), at);
-        Ok(at)
-    };
-    for (file, s) in &symbols {
-        let name = string(&s.name)?;
-        let container = match &s.container {
-            Some(c) => string(c)?,
-            None => (0, 0),
-        };
-        let signature = string(&s.signature)?;
-        let kind = SYMBOL_KINDS.iter().position(|k| *k == s.kind).unwrap_or(SYMBOL_KINDS.len() - 1);
-        let words = [
-            *file,
-            name.0,
-            name.1,
-            container.0,
-            container.1,
-            signature.0,
-            signature.1,
-            kind as u32,
-            s.line_start,
-            s.line_end,
-        ];
-        for w in words {
-            entries.extend_from_slice(&w.to_le_bytes());
+    debug_assert!(symbols.windows(2).all(|w| folded(name(&w[0])) <= folded(name(&w[1]))));
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?);
+    let io = |e| FormatError::io(path, e);
+    out.write_all(SYMBOL_MAGIC).map_err(io)?;
+    out.write_all(&LAYOUT.to_le_bytes()).map_err(io)?;
+    out.write_all(&(symbols.len() as u32).to_le_bytes()).map_err(io)?;
+    out.write_all(&(pool.len() as u32).to_le_bytes()).map_err(io)?;
+    for e in &symbols {
+        for w in e {
+            out.write_all(&w.to_le_bytes()).map_err(io)?;
         }
     }
-    let mut out = Vec::with_capacity(HEADER + entries.len() + pool.len());
-    out.extend_from_slice(SYMBOL_MAGIC);
-    out.extend_from_slice(&LAYOUT.to_le_bytes());
-    out.extend_from_slice(&(symbols.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(pool.len() as u32).to_le_bytes());
-    out.extend_from_slice(&entries);
-    out.extend_from_slice(&pool);
-    std::fs::write(path, &out).map_err(|e| FormatError::io(path, e))
+    out.write_all(pool).map_err(io)?;
+    out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)
 }
 
 /// How a symbol's name is matched.
