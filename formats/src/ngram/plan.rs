@@ -68,9 +68,9 @@ fn info(hir: &Hir) -> Info {
     match hir.kind() {
         HirKind::Empty | HirKind::Look(_) => Info::exact(vec![Vec::new()]),
         HirKind::Literal(lit) => Info::exact(vec![lit.0.to_ascii_lowercase()]),
-        HirKind::Class(class) => match class_bytes(class) {
-            Some(bytes) if bytes.is_empty() => Info::inexact(Query::Nothing),
-            Some(bytes) => Info::exact(bytes.into_iter().map(|b| vec![b]).collect()),
+        HirKind::Class(class) => match class_strings(class) {
+            Some(strings) if strings.is_empty() => Info::inexact(Query::Nothing),
+            Some(strings) => Info::exact(strings),
             None => Info::inexact(Query::All),
         },
         HirKind::Capture(cap) => info(&cap.sub),
@@ -143,18 +143,22 @@ fn concat(parts: impl Iterator<Item = Info>) -> Info {
     Info::inexact(Query::and(required))
 }
 
-/// The bytes a class matches, folded to lower case, when it matches only single bytes and few
-/// of them (`[Hh]`, `[abc]`); `None` for a wide class (`\w`, `[^x]`) or multi-byte characters.
-fn class_bytes(class: &Class) -> Option<Vec<u8>> {
-    let mut bytes = Vec::new();
+/// The strings a class matches, each a character's UTF-8 bytes with ASCII letters folded to
+/// lower case, when they are few (`[Hh]`, `[abc]`, and what `(?i)` makes of `k`: `k`, `K` and
+/// the Kelvin sign, U+212A, whose three bytes the index holds as they are); `None` for a wide
+/// class (`\w`, `[^x]`).
+fn class_strings(class: &Class) -> Option<Vec<Vec<u8>>> {
+    let mut strings = Vec::new();
     match class {
         Class::Unicode(c) => {
             for r in c.iter() {
-                let (start, end) = (r.start() as u32, r.end() as u32);
-                if end > 0x7f || end - start >= 8 {
+                if r.end() as u32 - r.start() as u32 >= 8 {
                     return None;
                 }
-                bytes.extend((start..=end).map(|b| (b as u8).to_ascii_lowercase()));
+                for ch in r.start()..=r.end() {
+                    let mut buf = [0u8; 4];
+                    strings.push(ch.encode_utf8(&mut buf).as_bytes().to_ascii_lowercase());
+                }
             }
         }
         Class::Bytes(c) => {
@@ -162,13 +166,13 @@ fn class_bytes(class: &Class) -> Option<Vec<u8>> {
                 if r.end() - r.start() >= 8 {
                     return None;
                 }
-                bytes.extend((r.start()..=r.end()).map(|b| b.to_ascii_lowercase()));
+                strings.extend((r.start()..=r.end()).map(|b| vec![b.to_ascii_lowercase()]));
             }
         }
     }
-    bytes.sort_unstable();
-    bytes.dedup();
-    (bytes.len() <= 8).then_some(bytes)
+    strings.sort_unstable();
+    strings.dedup();
+    (strings.len() <= 8).then_some(strings)
 }
 
 #[cfg(test)]
@@ -187,6 +191,14 @@ mod tests {
         assert_eq!(plan("ab").unwrap(), Query::All);
         assert_eq!(plan(r"\w+\s*=\s*\d{5}").unwrap(), Query::All);
         assert_eq!(plan(r"(?i)ABC").unwrap(), t("abc"), "case folds as the index folds it");
+        // `(?i)k` also matches the Kelvin sign (U+212A), `(?i)s` the long s (U+017F): their
+        // bytes are another string a document may hold, not a reason to require nothing.
+        let q = plan("(?i)tokio|smol").unwrap();
+        assert_ne!(q, Query::All);
+        for text in ["use tokio;", "TOKIO", "to\u{212a}io", "\u{17f}mol", "SMOL"] {
+            assert!(q.accepts(&trigrams_of(text.as_bytes())), "{text}");
+        }
+        assert!(!q.accepts(&trigrams_of(b"async_std")));
         assert_eq!(plan(r"\bmod\b").unwrap(), t("mod"), "assertions keep literals adjacent");
         assert_eq!(plan("a(b|c)d").unwrap(), Query::Or(vec![t("abd"), t("acd")]));
         assert_eq!(
