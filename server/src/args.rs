@@ -172,6 +172,31 @@ impl<'a> Args<'a> {
     }
 }
 
+/// A cursor as a tool gives it out: its JSON, base64url without padding.
+pub(crate) fn encode_cursor<T: serde::Serialize>(cursor: &T) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(cursor).expect("a cursor serializes"))
+}
+
+/// A cursor `tool` gave out, read back; anything else is an error naming `cursor`.
+pub(crate) fn decode_cursor<T: serde::de::DeserializeOwned>(
+    s: &str,
+    tool: &str,
+) -> Result<T, ToolError> {
+    use base64::Engine as _;
+    let bad = || {
+        ToolError::arg(
+            "cursor",
+            format!(
+                "is not a cursor this server gave out; pass the `cursor` of a previous {tool} answer as is"
+            ),
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
+    serde_json::from_slice(&bytes).map_err(|_| bad())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

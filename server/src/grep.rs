@@ -7,7 +7,6 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use globset::GlobSet;
 use grep_matcher::Matcher as _;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -105,20 +104,11 @@ pub struct Cursor {
 
 impl Cursor {
     fn encode(&self) -> String {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(self).expect("cursor serializes"))
+        crate::args::encode_cursor(self)
     }
 
     fn decode(s: &str) -> Result<Cursor, ToolError> {
-        let bad = || {
-            ToolError::arg(
-                "cursor",
-                "is not a cursor this server gave out; pass the `cursor` of a previous grep answer as is",
-            )
-        };
-        let bytes =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
-        serde_json::from_slice(&bytes).map_err(|_| bad())
+        crate::args::decode_cursor(s, "grep")
     }
 }
 

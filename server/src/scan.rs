@@ -1,7 +1,6 @@
 //! `scan`: time-ordered activity in a [since, until) window, filtered inside the index, with a
 //! cursor to continue.
 
-use base64::Engine as _;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -58,20 +57,11 @@ pub struct Cursor {
 
 impl Cursor {
     fn encode(&self) -> String {
-        base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(self).expect("cursor serializes"))
+        crate::args::encode_cursor(self)
     }
 
     fn decode(s: &str) -> Result<Cursor, ToolError> {
-        let bad = || {
-            ToolError::arg(
-                "cursor",
-                "is not a cursor this server gave out; pass the `cursor` of a previous scan answer as is",
-            )
-        };
-        let bytes =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
-        serde_json::from_slice(&bytes).map_err(|_| bad())
+        crate::args::decode_cursor(s, "scan")
     }
 }
 
