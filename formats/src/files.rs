@@ -83,6 +83,9 @@ pub enum Skipped {
     Binary,
     /// Larger than [`MAX_TEXT_FILE_BYTES`].
     TooLarge,
+    /// A file no row of which is kept (vendored, generated, of no known language) past what
+    /// the build's memory budget lets it hold of such files: a segment's share per repository.
+    OverBudget,
 }
 
 impl Skipped {
@@ -91,11 +94,14 @@ impl Skipped {
         match self {
             Skipped::Binary => "binary",
             Skipped::TooLarge => "too_large",
+            Skipped::OverBudget => "over_budget",
         }
     }
 
     fn parse(s: &str) -> Option<Skipped> {
-        [Skipped::Binary, Skipped::TooLarge].into_iter().find(|k| k.as_str() == s)
+        [Skipped::Binary, Skipped::TooLarge, Skipped::OverBudget]
+            .into_iter()
+            .find(|k| k.as_str() == s)
     }
 }
 
@@ -190,7 +196,10 @@ pub fn read_files(path: &Path) -> Result<Vec<FileText>, FormatError> {
                 None => None,
                 Some(s) => Some(Skipped::parse(s.value(i)).ok_or_else(|| FormatError::Schema {
                     what: path.display().to_string(),
-                    detail: format!("skipped is {:?}, not binary or too_large", s.value(i)),
+                    detail: format!(
+                        "skipped is {:?}, not binary, too_large or over_budget",
+                        s.value(i)
+                    ),
                 })?),
             };
             let symbols = match symbols.filter(|s| s.is_valid(i)) {

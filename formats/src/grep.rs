@@ -66,6 +66,7 @@ const VENDORED: u32 = 1;
 const GENERATED: u32 = 2;
 const BINARY: u32 = 4;
 const TOO_LARGE: u32 = 8;
+const OVER_BUDGET: u32 = 16;
 
 /// Writes a grep store a file at a time: the texts stream to disk, the trigram index spills
 /// past its bound ([`NgramWriter`]), and what is held is the table (48 bytes a file) and the
@@ -157,6 +158,7 @@ impl GrepStoreWriter {
             None => 0,
             Some(Skipped::Binary) => BINARY,
             Some(Skipped::TooLarge) => TOO_LARGE,
+            Some(Skipped::OverBudget) => OVER_BUDGET,
         };
         let flags =
             (u32::from(f.vendored) * VENDORED) | (u32::from(f.generated) * GENERATED) | skipped;
@@ -365,7 +367,7 @@ pub struct GrepStore {
     files: u32,
     /// Files per (repository, markdown or not): text, binary, too large. Counted at open, so
     /// a search without path filters counts what it searched without reading the table.
-    counts: HashMap<(String, bool), [u64; 3]>,
+    counts: HashMap<(String, bool), [u64; 4]>,
     dir: PathBuf,
 }
 
@@ -378,6 +380,8 @@ pub struct FileCounts {
     pub binary: u64,
     /// Files over the size cap.
     pub too_large: u64,
+    /// Files without rows held without text past the build's memory budget.
+    pub over_budget: u64,
 }
 
 impl std::fmt::Debug for GrepStore {
@@ -450,13 +454,14 @@ impl GrepStore {
                 return Err(bad(FILES, format!("entry {i} points past its file")));
             }
         }
-        let mut counts: HashMap<(String, bool), [u64; 3]> = HashMap::new();
+        let mut counts: HashMap<(String, bool), [u64; 4]> = HashMap::new();
         for i in 0..files {
             let f = store.file(i)?;
             let slot = match f.skipped {
                 None => 0,
                 Some(Skipped::Binary) => 1,
                 Some(Skipped::TooLarge) => 2,
+                Some(Skipped::OverBudget) => 3,
             };
             let key = (f.repo.to_string(), f.language == Some("markdown"));
             counts.entry(key).or_default()[slot] += 1;
@@ -511,6 +516,8 @@ impl GrepStore {
                 Some(Skipped::Binary)
             } else if flags & TOO_LARGE != 0 {
                 Some(Skipped::TooLarge)
+            } else if flags & OVER_BUDGET != 0 {
+                Some(Skipped::OverBudget)
             } else {
                 None
             },
@@ -530,7 +537,8 @@ impl GrepStore {
     /// Its files counted by repository and by whether they are markdown (`true`) or not.
     pub fn counts(&self) -> impl Iterator<Item = (&str, bool, FileCounts)> + '_ {
         self.counts.iter().map(|((repo, md), c)| {
-            (repo.as_str(), *md, FileCounts { text: c[0], binary: c[1], too_large: c[2] })
+            let (text, binary, too_large, over_budget) = (c[0], c[1], c[2], c[3]);
+            (repo.as_str(), *md, FileCounts { text, binary, too_large, over_budget })
         })
     }
 

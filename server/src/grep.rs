@@ -302,6 +302,9 @@ pub struct Skipped {
     pub binary: u64,
     /// Files over the size cap (2 MiB).
     pub too_large: u64,
+    /// Files without rows of their own (vendored, generated, of no known language) whose text
+    /// the build did not hold past its memory budget.
+    pub over_budget: u64,
 }
 
 /// The answer of grep.
@@ -448,6 +451,7 @@ pub fn grep_stores(
                     searched += c.text;
                     skipped.binary += c.binary;
                     skipped.too_large += c.too_large;
+                    skipped.over_budget += c.over_budget;
                 }
             }
         }
@@ -460,6 +464,7 @@ pub fn grep_stores(
             match file.skipped {
                 Some(hubdex_formats::Skipped::Binary) => skipped.binary += 1,
                 Some(hubdex_formats::Skipped::TooLarge) => skipped.too_large += 1,
+                Some(hubdex_formats::Skipped::OverBudget) => skipped.over_budget += 1,
                 None => searched += 1,
             }
         }

@@ -601,6 +601,20 @@ fn a_build_under_a_small_budget_holds_a_file_part_of_an_import_commit_at_a_time(
     import_commit(&import, 10_000);
     let rows = rows_built_within_32_mib_of_100_commits(dir.path(), &import);
     assert!(rows > 10_000, "{rows} rows");
+    // The vendored files have no rows: their texts are held up to a share of the budget (2
+    // MiB of 32), the others listed without text.
+    let (mut held, mut over) = (0u64, 0usize);
+    for seg in std::fs::read_dir(dir.path().join("cut-store/segments")).unwrap() {
+        for f in hubdex_formats::read_files(&seg.unwrap().path().join("files.parquet")).unwrap() {
+            match f.skipped {
+                None => held += f.content.len() as u64,
+                Some(hubdex_formats::Skipped::OverBudget) => over += 1,
+                Some(other) => panic!("{} skipped as {other:?}", f.path),
+            }
+        }
+    }
+    assert!(held > 0 && held <= 2 << 20, "{held} bytes of vendored text held");
+    assert!(over > 9_000, "{over} files listed without their text");
 }
 
 /// A repository at `dir` of one commit that adds a minified script: one line of `mb` MB.

@@ -339,7 +339,11 @@ fn grep_marks_vendored_and_generated_files_and_counts_the_ones_it_cannot_search(
         let generated = result("gen/schema.rs").expect("generated files are searched");
         assert_eq!(generated["generated"], json!(true));
         assert!(result("assets/logo.bin").is_none() && result("data/big.txt").is_none());
-        assert_eq!(all["skipped_files"], json!({"binary": 2, "too_large": 1}), "{all}");
+        assert_eq!(
+            all["skipped_files"],
+            json!({"binary": 2, "too_large": 1, "over_budget": 0}),
+            "{all}"
+        );
         // A NUL past the first 8,000 bytes makes a binary file too: ripgrep reports no line of
         // it (the line before the NUL is in the buffer that holds it).
         assert!(result("notes/late_nul.txt").is_none());
@@ -416,7 +420,7 @@ fn a_scoped_caller_greps_only_its_repositories_totals_included() {
             "{other}"
         );
         assert_eq!(other["searched_files"], json!(1));
-        assert_eq!(other["skipped_files"], json!({"binary": 0, "too_large": 0}));
+        assert_eq!(other["skipped_files"], json!({"binary": 0, "too_large": 0, "over_budget": 0}));
         assert_eq!(other["results"][0]["path"], json!("secret.rs"));
         // Naming a repository outside the scope finds nothing, exactly like one not indexed.
         let named =

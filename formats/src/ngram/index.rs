@@ -28,8 +28,9 @@ pub struct NgramWriter {
     docs: u32,
 }
 
-/// The pairs a writer holds by default before it spills a run: 32 MiB of them.
-pub const NGRAM_HELD_PAIRS: usize = 4 << 20;
+/// The pairs a writer holds by default before it spills a run: 8 MiB of them (a merge under
+/// a build budget of 32 MiB holds them beside its other writers).
+pub const NGRAM_HELD_PAIRS: usize = 1 << 20;
 
 impl Default for NgramWriter {
     fn default() -> Self {

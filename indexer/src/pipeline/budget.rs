@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use hubdex_formats::{
-    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, ThreadNumbers,
-    boundary_after,
+    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, Skipped,
+    ThreadNumbers, boundary_after,
 };
 
 use crate::graph::edges::{CommitEdges, RepoEdges};
@@ -339,6 +339,9 @@ pub(crate) struct Cutter<'h> {
     dim: usize,
     /// Files by the entity of their rows, until that entity's first row comes.
     files: HashMap<String, Vec<FileText>>,
+    /// Bytes of text of files without rows held so far: they wait for the last build segment,
+    /// so past a share they are kept without their text ([`Skipped::OverBudget`]).
+    rowless_bytes: u64,
     /// Edges (with their place in the repository's order) by source entity, likewise.
     edges: HashMap<String, Vec<(usize, Edge)>>,
     /// The commits' own edges, read back or made from `history` as their commits' rows come.
@@ -382,6 +385,7 @@ impl<'h> Cutter<'h> {
             share,
             dim,
             files: by_entity,
+            rowless_bytes: 0,
             edges: by_source,
             commit_edges: edges.commits,
             history,
@@ -414,9 +418,21 @@ impl<'h> Cutter<'h> {
     }
 
     /// Files whose rows come next: they go in the build segment of their entity's first row
-    /// (the last build segment's, with the other files no row claimed, if none comes).
-    pub(crate) fn expect_files(&mut self, files: Vec<FileText>) {
-        for f in files {
+    /// (the last build segment's, with the other files no row claimed, if none comes). Files
+    /// with no row (`rowless`: vendored, generated, of no known language) are held with their
+    /// text up to a share of the budget in all, and without it past that.
+    pub(crate) fn expect_files(&mut self, files: Vec<FileText>, rowless: bool) {
+        for mut f in files {
+            if rowless && f.skipped.is_none() {
+                let bytes = f.content.len() as u64;
+                if self.rowless_bytes + bytes > self.share {
+                    f.content = String::new();
+                    f.symbols = Vec::new();
+                    f.skipped = Some(Skipped::OverBudget);
+                } else {
+                    self.rowless_bytes += bytes;
+                }
+            }
             self.files.entry(format!("file/{}", f.path)).or_default().push(f);
         }
     }

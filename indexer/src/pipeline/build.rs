@@ -683,7 +683,7 @@ pub(crate) fn cut_stream(
             'paths: for path in tree.paths().with_context(reading)? {
                 let (files, mut rows) = path.with_context(reading)?;
                 rows.sort_by(|a, b| budget::stream_key(a).cmp(&budget::stream_key(b)));
-                cutter.expect_files(files);
+                cutter.expect_files(files, rows.is_empty());
                 for row in rows {
                     cutter.push(row);
                     if !send(&mut cutter) {
