@@ -75,16 +75,43 @@ pub struct GrepStoreWriter {
     dir: PathBuf,
     texts: std::io::BufWriter<std::fs::File>,
     written: u64,
-    entries: Vec<u8>,
-    pool: Vec<u8>,
-    interned: HashMap<String, (u32, u32)>,
+    /// The files' entries, 12 words each.
+    entries: Vec<u32>,
+    pool: StringPool,
     trigrams: NgramWriter,
     files: u32,
     /// Every definition so far as its 10-word entry (strings in `symbol_pool`), sorted at
     /// finish: 40 bytes a definition and its strings once, not a struct of owned strings.
     symbols: Vec<[u32; 10]>,
-    symbol_pool: Vec<u8>,
-    symbol_strings: HashMap<String, (u32, u32)>,
+    /// Names, containers and signatures, each stored once (signatures such as
+    /// `fn new() -> Self {` repeat: a third of the table's bytes).
+    symbol_pool: StringPool,
+}
+
+/// A table's string pool: each string as (offset, length) in it. A string added with
+/// `intern` is stored once.
+#[derive(Default)]
+struct StringPool {
+    bytes: Vec<u8>,
+    seen: HashMap<String, (u32, u32)>,
+}
+
+impl StringPool {
+    /// `s` in the pool; `None` when it would end past 4 GiB (what a `u32` offset reaches).
+    fn add(&mut self, s: &str, intern: bool) -> Option<(u32, u32)> {
+        if intern && let Some(&at) = self.seen.get(s) {
+            return Some(at);
+        }
+        if self.bytes.len() + s.len() > u32::MAX as usize {
+            return None;
+        }
+        let at = (self.bytes.len() as u32, s.len() as u32);
+        self.bytes.extend_from_slice(s.as_bytes());
+        if intern {
+            self.seen.insert(s.to_string(), at);
+        }
+        Some(at)
+    }
 }
 
 impl std::fmt::Debug for GrepStoreWriter {
@@ -107,30 +134,19 @@ impl GrepStoreWriter {
             texts: std::io::BufWriter::with_capacity(1 << 20, texts),
             written: 0,
             entries: Vec::new(),
-            pool: Vec::new(),
-            interned: HashMap::new(),
+            pool: StringPool::default(),
             trigrams: NgramWriter::new(),
             files: 0,
             symbols: Vec::new(),
-            symbol_pool: Vec::new(),
-            symbol_strings: HashMap::new(),
+            symbol_pool: StringPool::default(),
         })
     }
 
     fn string(&mut self, s: &str, intern: bool) -> Result<(u32, u32), FormatError> {
-        if intern && let Some(&at) = self.interned.get(s) {
-            return Ok(at);
+        match self.pool.add(s, intern) {
+            Some(at) => Ok(at),
+            None => Err(self.too_large("its path and name strings pass 4 GiB")),
         }
-        let at = (self.pool.len(), s.len());
-        if at.0 + at.1 > u32::MAX as usize {
-            return Err(self.too_large("its path and name strings pass 4 GiB"));
-        }
-        self.pool.extend_from_slice(s.as_bytes());
-        let at = (at.0 as u32, at.1 as u32);
-        if intern {
-            self.interned.insert(s.to_string(), at);
-        }
-        Ok(at)
     }
 
     fn too_large(&self, what: &str) -> FormatError {
@@ -176,9 +192,7 @@ impl GrepStoreWriter {
             lang.1,
             flags,
         ];
-        for w in words {
-            self.entries.extend_from_slice(&w.to_le_bytes());
-        }
+        self.entries.extend_from_slice(&words);
         for sym in &f.symbols {
             let name = self.symbol_string(&sym.name)?;
             let container = match &sym.container {
@@ -205,23 +219,11 @@ impl GrepStoreWriter {
         Ok(())
     }
 
-    /// `s` in the symbol table's pool, stored once (signatures such as `fn new() -> Self {`
-    /// repeat: a third of the table's bytes).
     fn symbol_string(&mut self, s: &str) -> Result<(u32, u32), FormatError> {
-        if let Some(&at) = self.symbol_strings.get(s) {
-            return Ok(at);
+        match self.symbol_pool.add(s, true) {
+            Some(at) => Ok(at),
+            None => Err(self.too_large("its symbol strings pass 4 GiB")),
         }
-        let at = u32::try_from(self.symbol_pool.len())
-            .map_err(|_| self.too_large("its symbol strings pass 4 GiB"))?;
-        self.symbol_pool.extend_from_slice(s.as_bytes());
-        let at = (at, s.len() as u32);
-        self.symbol_strings.insert(s.to_string(), at);
-        Ok(at)
-    }
-
-    /// How many files were added.
-    pub fn files(&self) -> u32 {
-        self.files
     }
 
     /// Writes the table and the trigram index.
@@ -235,23 +237,13 @@ impl GrepStoreWriter {
             files,
             symbols,
             symbol_pool,
-            symbol_strings,
             ..
         } = self;
-        drop(symbol_strings);
-        write_symbols(&dir.join(SYMBOLS), symbols, &symbol_pool)?;
+        write_symbols(&dir.join(SYMBOLS), symbols, &symbol_pool.bytes)?;
         let texts_path = dir.join(TEXTS);
         let texts = texts.into_inner().map_err(|e| FormatError::io(&texts_path, e.into_error()))?;
         texts.sync_all().map_err(|e| FormatError::io(&texts_path, e))?;
-        let table_path = dir.join(FILES);
-        let mut table = Vec::with_capacity(HEADER + entries.len() + pool.len());
-        table.extend_from_slice(MAGIC);
-        table.extend_from_slice(&LAYOUT.to_le_bytes());
-        table.extend_from_slice(&files.to_le_bytes());
-        table.extend_from_slice(&(pool.len() as u32).to_le_bytes());
-        table.extend_from_slice(&entries);
-        table.extend_from_slice(&pool);
-        std::fs::write(&table_path, &table).map_err(|e| FormatError::io(&table_path, e))?;
+        write_table(&dir.join(FILES), MAGIC, files, entries, &pool.bytes)?;
         let tri_path = dir.join(TRIGRAMS);
         let io = |e| FormatError::io(&tri_path, e);
         let mut out = std::io::BufWriter::new(std::fs::File::create(&tri_path).map_err(io)?);
@@ -277,20 +269,48 @@ fn write_symbols(path: &Path, mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Resul
             .then_with(|| (a[0], a[8], a[9]).cmp(&(b[0], b[8], b[9])))
     });
     debug_assert!(symbols.windows(2).all(|w| folded(name(&w[0])) <= folded(name(&w[1]))));
-    let mut out =
-        std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| FormatError::io(path, e))?);
+    let count = symbols.len() as u32;
+    write_table(path, SYMBOL_MAGIC, count, symbols.into_iter().flatten(), pool)
+}
+
+/// Writes a table file: `magic`, the layout, the entry count and the pool's length (`u32`
+/// each), the entries' words, then the string pool.
+fn write_table(
+    path: &Path,
+    magic: &[u8; 4],
+    count: u32,
+    words: impl IntoIterator<Item = u32>,
+    pool: &[u8],
+) -> Result<(), FormatError> {
     let io = |e| FormatError::io(path, e);
-    out.write_all(SYMBOL_MAGIC).map_err(io)?;
-    out.write_all(&LAYOUT.to_le_bytes()).map_err(io)?;
-    out.write_all(&(symbols.len() as u32).to_le_bytes()).map_err(io)?;
-    out.write_all(&(pool.len() as u32).to_le_bytes()).map_err(io)?;
-    for e in &symbols {
-        for w in e {
-            out.write_all(&w.to_le_bytes()).map_err(io)?;
-        }
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    for w in [u32::from_le_bytes(*magic), LAYOUT, count, pool.len() as u32] {
+        out.write_all(&w.to_le_bytes()).map_err(io)?;
+    }
+    for w in words {
+        out.write_all(&w.to_le_bytes()).map_err(io)?;
     }
     out.write_all(pool).map_err(io)?;
     out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)
+}
+
+/// A table file's entry count and where its string pool starts, its header and its length
+/// checked against each other.
+fn table_layout(bytes: &[u8], magic: &[u8; 4], entry: usize) -> Result<(u32, usize), String> {
+    if bytes.len() < HEADER || &bytes[..4] != magic {
+        return Err(format!("no {} header", String::from_utf8_lossy(magic)));
+    }
+    let layout = u32_at(bytes, 4);
+    if layout != LAYOUT {
+        return Err(format!("layout {layout}, this reader reads {LAYOUT}"));
+    }
+    let count = u32_at(bytes, 8);
+    let pool_at = HEADER + count as usize * entry;
+    let expected = pool_at + u32_at(bytes, 12) as usize;
+    if bytes.len() != expected {
+        return Err(format!("{} bytes, its header says {expected}", bytes.len()));
+    }
+    Ok((count, pool_at))
 }
 
 /// How a symbol's name is matched.
@@ -365,9 +385,9 @@ pub struct GrepStore {
     symbols: OwnedBytes,
     symbol_count: u32,
     files: u32,
-    /// Files per (repository, markdown or not): text, binary, too large. Counted at open, so
+    /// Files per (repository, markdown or not), by what each holds. Counted at open, so
     /// a search without path filters counts what it searched without reading the table.
-    counts: HashMap<(String, bool), [u64; 4]>,
+    counts: HashMap<(String, bool), FileCounts>,
     dir: PathBuf,
 }
 
@@ -382,6 +402,28 @@ pub struct FileCounts {
     pub too_large: u64,
     /// Files without rows held without text past the build's memory budget.
     pub over_budget: u64,
+}
+
+impl FileCounts {
+    /// One file: a text file, or why it has no text.
+    pub fn of(skipped: Option<Skipped>) -> FileCounts {
+        let mut c = FileCounts::default();
+        match skipped {
+            None => c.text = 1,
+            Some(Skipped::Binary) => c.binary = 1,
+            Some(Skipped::TooLarge) => c.too_large = 1,
+            Some(Skipped::OverBudget) => c.over_budget = 1,
+        }
+        c
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: FileCounts) {
+        self.text += other.text;
+        self.binary += other.binary;
+        self.too_large += other.too_large;
+        self.over_budget += other.over_budget;
+    }
 }
 
 impl std::fmt::Debug for GrepStore {
@@ -407,22 +449,8 @@ impl GrepStore {
             crate::hnsw::map(&dir.join(FILES))?,
             crate::hnsw::map(&dir.join(TRIGRAMS))?,
         );
-        if table.len() < HEADER || &table[..4] != MAGIC {
-            return Err(bad(FILES, "no HXGF header".into()));
-        }
-        let layout = u32_at(&table, 4);
-        if layout != LAYOUT {
-            return Err(bad(FILES, format!("layout {layout}, this reader reads {LAYOUT}")));
-        }
-        let files = u32_at(&table, 8);
-        let pool = u32_at(&table, 12) as usize;
-        let pool_at = HEADER + files as usize * ENTRY;
-        if table.len() != pool_at + pool {
-            return Err(bad(
-                FILES,
-                format!("{} bytes, its header says {}", table.len(), pool_at + pool),
-            ));
-        }
+        let (files, pool_at) = table_layout(&table, MAGIC, ENTRY).map_err(|d| bad(FILES, d))?;
+        let pool = table.len() - pool_at;
         let index = NgramIndex::from_bytes(&trigrams).map_err(|e| bad(TRIGRAMS, e.to_string()))?;
         if index.docs() != files {
             return Err(bad(TRIGRAMS, format!("{} files, the table lists {files}", index.docs())));
@@ -444,6 +472,7 @@ impl GrepStore {
             counts: HashMap::new(),
             dir: dir.to_path_buf(),
         };
+        let mut counts: HashMap<(String, bool), FileCounts> = HashMap::new();
         for i in 0..files {
             let e = store.entry(i);
             let text_end = (u64::from(e[1]) << 32 | u64::from(e[0])) + u64::from(e[2]);
@@ -453,18 +482,9 @@ impl GrepStore {
             if text_end > store.texts.len() as u64 || !strings_fit {
                 return Err(bad(FILES, format!("entry {i} points past its file")));
             }
-        }
-        let mut counts: HashMap<(String, bool), [u64; 4]> = HashMap::new();
-        for i in 0..files {
             let f = store.file(i)?;
-            let slot = match f.skipped {
-                None => 0,
-                Some(Skipped::Binary) => 1,
-                Some(Skipped::TooLarge) => 2,
-                Some(Skipped::OverBudget) => 3,
-            };
             let key = (f.repo.to_string(), f.language == Some("markdown"));
-            counts.entry(key).or_default()[slot] += 1;
+            counts.entry(key).or_default().add(FileCounts::of(f.skipped));
         }
         store.counts = counts;
         Ok(store)
@@ -536,10 +556,7 @@ impl GrepStore {
 
     /// Its files counted by repository and by whether they are markdown (`true`) or not.
     pub fn counts(&self) -> impl Iterator<Item = (&str, bool, FileCounts)> + '_ {
-        self.counts.iter().map(|((repo, md), c)| {
-            let (text, binary, too_large, over_budget) = (c[0], c[1], c[2], c[3]);
-            (repo.as_str(), *md, FileCounts { text, binary, too_large, over_budget })
-        })
+        self.counts.iter().map(|((repo, md), c)| (repo.as_str(), *md, *c))
     }
 
     /// How many definitions its symbol table lists.
@@ -641,19 +658,8 @@ fn check_symbols(bytes: &[u8], files: u32) -> Result<u32, String> {
     if bytes.is_empty() {
         return Ok(0);
     }
-    if bytes.len() < HEADER || &bytes[..4] != SYMBOL_MAGIC {
-        return Err("no HXSY header".into());
-    }
-    let layout = u32_at(bytes, 4);
-    if layout != LAYOUT {
-        return Err(format!("layout {layout}, this reader reads {LAYOUT}"));
-    }
-    let count = u32_at(bytes, 8);
-    let pool = u32_at(bytes, 12) as usize;
-    let pool_at = (count as usize).checked_mul(SYMBOL_ENTRY).map(|n| n + HEADER);
-    if pool_at.and_then(|p| p.checked_add(pool)) != Some(bytes.len()) {
-        return Err(format!("{} bytes, its header says otherwise", bytes.len()));
-    }
+    let (count, pool_at) = table_layout(bytes, SYMBOL_MAGIC, SYMBOL_ENTRY)?;
+    let pool = bytes.len() - pool_at;
     for i in 0..count as usize {
         let at = HEADER + i * SYMBOL_ENTRY;
         let e: [u32; 10] = std::array::from_fn(|k| u32_at(bytes, at + 4 * k));

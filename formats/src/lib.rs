@@ -69,7 +69,7 @@ pub use filter::{
     FILTER_NAMES, MAX_GLOB_CHARS, RowFilter, Scope, ScopeError, glob_literal, glob_matcher,
 };
 pub use grep::{
-    GREP_DIR, GrepFile, GrepStore, GrepStoreWriter, NameMatch, SYMBOL_KINDS, SymbolRef,
+    FileCounts, GREP_DIR, GrepFile, GrepStore, GrepStoreWriter, NameMatch, SYMBOL_KINDS, SymbolRef,
 };
 pub use malloc::{Arenas, MALLOC_ARENA_MAX, MALLOC_TRIM_THRESHOLD, TRIM_BYTES, give_back_freed};
 pub use manifest::{

@@ -223,13 +223,9 @@ fn read_code(
     let mut blobs = git::blobs(dir, head, &paths, MAX_TEXT_FILE_BYTES)?;
     for blob in blobs.by_ref() {
         let (path, bytes) = blob?;
-        let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
+        let language = language_of(path);
         if is_binary(&bytes) {
-            let file = FileText {
-                skipped: Some(Skipped::Binary),
-                ..FileText::new(path, head, language, String::new())
-            };
-            keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+            list_without_text(rules, out, path, head, language, Skipped::Binary)?;
             continue;
         }
         let size = bytes.len() as u64;
@@ -263,25 +259,29 @@ fn read_code(
             FileText { vendored, generated, symbols, ..FileText::new(path, head, language, text) };
         keep(rules, out, file, rows).map_err(GitError::Spill)?;
     }
-    list_too_large(rules, out, head, blobs.too_large())
-}
-
-/// Lists the files a [`git::blobs`] passed over as larger than its cap, without their text.
-fn list_too_large(
-    rules: &RepoRules,
-    out: &mut TreeFiles,
-    head: &str,
-    paths: &[&str],
-) -> Result<(), GitError> {
-    for path in paths {
-        let language = Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path));
-        let file = FileText {
-            skipped: Some(Skipped::TooLarge),
-            ..FileText::new(path, head, language, String::new())
-        };
-        keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+    for path in blobs.too_large() {
+        list_without_text(rules, out, path, head, language_of(path), Skipped::TooLarge)?;
     }
     Ok(())
+}
+
+/// A file's language: its grammar's name, or the plain one its extension names.
+fn language_of(path: &str) -> Option<&'static str> {
+    Lang::of_path(path).map(Lang::name).or_else(|| plain_language(path))
+}
+
+/// Writes `path` (at commit `head`, in `language`) to `out` without its text: `why` says why.
+fn list_without_text(
+    rules: &RepoRules,
+    out: &mut TreeFiles,
+    path: &str,
+    head: &str,
+    language: Option<&str>,
+    why: Skipped,
+) -> Result<(), GitError> {
+    let file =
+        FileText { skipped: Some(why), ..FileText::new(path, head, language, String::new()) };
+    keep(rules, out, file, Vec::new()).map_err(GitError::Spill)
 }
 
 /// The `code` rows of the file `path` at commit `head`.
@@ -389,17 +389,13 @@ fn read_docs(
         DocSource::Repo => path.to_string(),
         DocSource::Wiki => format!("wiki/{path}"),
     };
+    let markdown = Some("markdown");
     let mut blobs = git::blobs(dir, head, &docs, MAX_TEXT_FILE_BYTES)?;
     for blob in blobs.by_ref() {
         let (path, bytes) = blob?;
         let shown = shown(path);
-        let markdown = Some("markdown");
         if is_binary(&bytes) {
-            let file = FileText {
-                skipped: Some(Skipped::Binary),
-                ..FileText::new(&shown, head, markdown, String::new())
-            };
-            keep(rules, out, file, Vec::new()).map_err(GitError::Spill)?;
+            list_without_text(rules, out, &shown, head, markdown, Skipped::Binary)?;
             continue;
         }
         let size = bytes.len() as u64;
@@ -421,9 +417,10 @@ fn read_docs(
         };
         keep(rules, out, file, rows).map_err(GitError::Spill)?;
     }
-    let too_large: Vec<String> = blobs.too_large().iter().map(|p| shown(p)).collect();
-    let too_large: Vec<&str> = too_large.iter().map(String::as_str).collect();
-    list_too_large(rules, out, head, &too_large)
+    for path in blobs.too_large() {
+        list_without_text(rules, out, &shown(path), head, markdown, Skipped::TooLarge)?;
+    }
+    Ok(())
 }
 
 fn is_markdown(path: &str) -> bool {

@@ -11,7 +11,7 @@ use globset::GlobSet;
 use grep_matcher::Matcher as _;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use hubdex_formats::{GrepFile, GrepStore, RowType, Scope, Segment};
+use hubdex_formats::{FileCounts, GrepFile, GrepStore, RowType, Scope, Segment};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -339,11 +339,6 @@ pub struct GrepAnswer {
     pub results: Vec<GrepMatch>,
 }
 
-/// A candidate file, as its serving unit's store lists it.
-struct Candidate<'a> {
-    file: GrepFile<'a>,
-}
-
 /// The matching line numbers of a file's text, as ripgrep's searcher reports them.
 struct LineNumbers(Vec<u64>);
 
@@ -366,16 +361,19 @@ fn searcher() -> Searcher {
 }
 
 /// Whether `scope` lets the caller read `file`: its repository, and a type whose rows the
-/// file's would be (markdown: doc or wiki_doc; any other: code).
+/// file's would be ([`sees`]).
 pub(crate) fn visible(scope: Option<&Scope>, file: &GrepFile<'_>) -> bool {
-    let Some(s) = scope else { return true };
-    if !s.allows_repo(file.repo) {
-        return false;
-    }
-    if file.language == Some("markdown") {
-        s.allows_type(RowType::Doc) || s.allows_type(RowType::WikiDoc)
-    } else {
-        s.allows_type(RowType::Code)
+    sees(scope, file.repo, file.language == Some("markdown"))
+}
+
+/// Whether `scope` lets the caller read the files of `repo` that are markdown or not: doc or
+/// wiki_doc rows for markdown, code rows for any other.
+fn sees(scope: Option<&Scope>, repo: &str, markdown: bool) -> bool {
+    match scope {
+        None => true,
+        Some(s) if !s.allows_repo(repo) => false,
+        Some(s) if markdown => s.allows_type(RowType::Doc) || s.allows_type(RowType::WikiDoc),
+        Some(s) => s.allows_type(RowType::Code),
     }
 }
 
@@ -428,54 +426,38 @@ pub fn grep_stores(
     let matcher = req.matcher()?;
     let query = req.query()?;
     let index_error = |e: hubdex_formats::FormatError| ToolError::Unavailable(e.to_string());
-    let (mut searched, mut skipped) = (0u64, Skipped::default());
-    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    let mut counted = FileCounts::default();
+    let mut candidates: Vec<GrepFile<'_>> = Vec::new();
     let path_filtered = req.path_prefix.is_some()
         || req.files_glob.is_some()
         || req.language.is_some()
         || req.skip_generated;
     for store in stores {
-        if !path_filtered {
+        if path_filtered {
+            // Counting the files searched reads the table (48 bytes a file).
+            for i in 0..store.len() {
+                let file = store.file(i).map_err(index_error)?;
+                if visible(scope, &file) && req.keeps(&file) {
+                    counted.add(FileCounts::of(file.skipped));
+                }
+            }
+        } else {
             // Counted at open, by repository and by markdown or not: what the scope and the
             // repo filter decide.
             for (repo, markdown, c) in store.counts() {
-                let sees = match scope {
-                    None => true,
-                    Some(s) if !s.allows_repo(repo) => false,
-                    Some(s) if markdown => {
-                        s.allows_type(RowType::Doc) || s.allows_type(RowType::WikiDoc)
-                    }
-                    Some(s) => s.allows_type(RowType::Code),
-                };
-                if sees && req.repo.as_deref().is_none_or(|r| r == repo) {
-                    searched += c.text;
-                    skipped.binary += c.binary;
-                    skipped.too_large += c.too_large;
-                    skipped.over_budget += c.over_budget;
+                if sees(scope, repo, markdown) && req.repo.as_deref().is_none_or(|r| r == repo) {
+                    counted.add(c);
                 }
-            }
-        }
-        // With path filters, counting the files searched reads the table (48 bytes a file).
-        for i in (0..store.len()).filter(|_| path_filtered) {
-            let file = store.file(i).map_err(index_error)?;
-            if !visible(scope, &file) || !req.keeps(&file) {
-                continue;
-            }
-            match file.skipped {
-                Some(hubdex_formats::Skipped::Binary) => skipped.binary += 1,
-                Some(hubdex_formats::Skipped::TooLarge) => skipped.too_large += 1,
-                Some(hubdex_formats::Skipped::OverBudget) => skipped.over_budget += 1,
-                None => searched += 1,
             }
         }
         for i in store.candidates(&query).map_err(index_error)? {
             let file = store.file(i).map_err(index_error)?;
             if file.skipped.is_none() && visible(scope, &file) && req.keeps(&file) {
-                candidates.push(Candidate { file });
+                candidates.push(file);
             }
         }
     }
-    candidates.sort_by(|a, b| (a.file.repo, a.file.path).cmp(&(b.file.repo, b.file.path)));
+    candidates.sort_by(|a, b| (a.repo, a.path).cmp(&(b.repo, b.path)));
     let (lines, exhaustive) = verify(&matcher, &candidates, started + TIME_BUDGET);
     let count: u64 = lines.iter().map(|l| l.len() as u64).sum();
     let files = lines.iter().filter(|l| !l.is_empty()).count() as u64;
@@ -483,8 +465,8 @@ pub fn grep_stores(
     let after = req.after.as_ref().map(|c| (c.repo.as_str(), c.path.as_str(), c.line));
     let mut page = Vec::new();
     let mut truncated = false;
-    'files: for (c, found) in candidates.iter().zip(&lines) {
-        let key = (c.file.repo, c.file.path);
+    'files: for (file, found) in candidates.iter().zip(&lines) {
+        let key = (file.repo, file.path);
         for &line in found {
             if after.is_some_and(|(r, p, l)| (key.0, key.1, line) <= (r, p, l)) {
                 continue;
@@ -493,11 +475,11 @@ pub fn grep_stores(
                 truncated = true;
                 break 'files;
             }
-            page.push((c, line));
+            page.push((file, line));
         }
     }
     let results: Vec<GrepMatch> =
-        page.iter().map(|(c, line)| one_match(&matcher, &c.file, *line, req.context)).collect();
+        page.iter().map(|(file, line)| one_match(&matcher, file, *line, req.context)).collect();
     let cursor = truncated.then(|| {
         let last = results.last().expect("a truncated page holds a match");
         Cursor {
@@ -518,9 +500,13 @@ pub fn grep_stores(
         truncated,
         cursor,
         exhaustive,
-        searched_files: searched,
+        searched_files: counted.text,
         candidate_files: candidates.len() as u64,
-        skipped_files: skipped,
+        skipped_files: Skipped {
+            binary: counted.binary,
+            too_large: counted.too_large,
+            over_budget: counted.over_budget,
+        },
         not_searchable: Vec::new(),
         results,
     })
@@ -551,13 +537,13 @@ fn note_unsearchable(
 /// are many; whether every one was verified before `deadline`.
 fn verify(
     matcher: &RegexMatcher,
-    candidates: &[Candidate<'_>],
+    candidates: &[GrepFile<'_>],
     deadline: Instant,
 ) -> (Vec<Vec<u64>>, bool) {
-    let one = |searcher: &mut Searcher, c: &Candidate<'_>| {
+    let one = |searcher: &mut Searcher, file: &GrepFile<'_>| {
         let mut sink = LineNumbers(Vec::new());
         // A search of bytes in memory fails only through the sink, which does not fail.
-        let _ = searcher.search_slice(matcher, c.file.text, &mut sink);
+        let _ = searcher.search_slice(matcher, file.text, &mut sink);
         sink.0
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);

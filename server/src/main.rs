@@ -289,6 +289,12 @@ fn setup(cli: &Cli, audit_queries: bool) -> StateSetup {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = || open_store(cli.store.as_deref());
+    // The snapshot `id` (default the newest) through the local cache, for the commands that
+    // answer without a model.
+    let snapshot_of = async |id: Option<&str>| -> anyhow::Result<_> {
+        let cache = cli.cache.clone().unwrap_or_else(default_cache);
+        Ok(open_snapshot(&store()?, &cache, id).await?)
+    };
     match &cli.command {
         Command::Token { action } => run_token(action),
         Command::Health { url, timeout } => {
@@ -371,15 +377,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "context": context, "limit": limit, "cursor": cursor, "snapshot": snapshot}));
             // No model needed: grep reads the files' texts and their trigram index.
             let req = GrepRequest::from_args(&args)?;
-            let cache = cli.cache.clone().unwrap_or_else(default_cache);
-            let snap = open_snapshot(&store()?, &cache, req.snapshot.as_deref()).await?;
-            let answer = grep(&snap, &req, None)?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
-            } else {
-                print!("{}", grep_text(&answer));
-            }
-            Ok(())
+            let snap = snapshot_of(req.snapshot.as_deref()).await?;
+            print_answer(*json, &grep(&snap, &req, None)?, grep_text)
         }
         Command::Symbols {
             name,
@@ -398,30 +397,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "references": references, "limit": limit, "snapshot": snapshot}));
             // No model needed: symbols reads the symbol tables and, for references, grep's.
             let req = SymbolsRequest::from_args(&args)?;
-            let cache = cli.cache.clone().unwrap_or_else(default_cache);
-            let snap = open_snapshot(&store()?, &cache, req.snapshot.as_deref()).await?;
-            let answer = symbols(&snap, &req, None)?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
-            } else {
-                print!("{}", symbols_text(&answer));
-            }
-            Ok(())
+            let snap = snapshot_of(req.snapshot.as_deref()).await?;
+            print_answer(*json, &symbols(&snap, &req, None)?, symbols_text)
         }
         Command::Related { id, repo, kinds, direction, depth, limit, snapshot, json } => {
             let args = tool_args(json!({"id": id, "direction": direction, "depth": depth,
                 "limit": limit, "kinds": kinds, "repo": repo}));
             // No model needed: related reads edges and stored rows only.
             let req = RelatedRequest::from_args(&args)?;
-            let cache = cli.cache.clone().unwrap_or_else(default_cache);
-            let snap = open_snapshot(&store()?, &cache, snapshot.as_deref()).await?;
-            let answer = related(&snap, &req, None)?;
-            if *json {
-                println!("{}", serde_json::to_string_pretty(&answer)?);
-            } else {
-                print!("{}", related_text(&answer));
-            }
-            Ok(())
+            let snap = snapshot_of(snapshot.as_deref()).await?;
+            print_answer(*json, &related(&snap, &req, None)?, related_text)
         }
         Command::Query { text, json, top_k, types, repo, fusion, snapshot, rerank } => {
             let state = Arc::new(AppState::load(store()?, setup(&cli, false)).await?);
@@ -437,6 +422,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve(args) => serve(store()?, setup(&cli, args.audit_queries), args).await,
     }
+}
+
+/// Prints a tool's answer: its JSON object (`json`), or its text.
+fn print_answer<T: serde::Serialize>(
+    json: bool,
+    answer: &T,
+    text: fn(&T) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(answer)?);
+    } else {
+        print!("{}", text(answer));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

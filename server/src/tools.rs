@@ -361,6 +361,17 @@ fn typed<T: serde::Serialize>(answer: &T, text: String) -> Result<ToolAnswer, To
     Ok(ToolAnswer { value, text })
 }
 
+/// Runs `tool`'s answer on the blocking pool: it reads mapped files and uses every core, which
+/// the runtime's workers must not wait on.
+async fn blocking<T: Send + 'static>(
+    tool: &str,
+    answer: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(answer)
+        .await
+        .map_err(|e| ToolError::Unavailable(format!("{tool} task failed: {e}")))?
+}
+
 async fn answer_tool(
     state: &Arc<AppState>,
     caller: &Caller,
@@ -375,11 +386,9 @@ async fn answer_tool(
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let embedder = state.embedder.clone();
             let reranker = state.reranker.clone();
-            let answer = tokio::task::spawn_blocking(move || {
-                search(&snap, &embedder, reranker.as_deref(), &req)
-            })
-            .await
-            .map_err(|e| ToolError::Unavailable(format!("search task failed: {e}")))??;
+            let answer =
+                blocking("search", move || search(&snap, &embedder, reranker.as_deref(), &req))
+                    .await?;
             typed(&answer, search_text(&answer))
         }
         "scan" => {
@@ -405,18 +414,14 @@ async fn answer_tool(
             let req = GrepRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let scope = caller.scope.clone();
-            let answer = tokio::task::spawn_blocking(move || grep(&snap, &req, scope.as_ref()))
-                .await
-                .map_err(|e| ToolError::Unavailable(format!("grep task failed: {e}")))??;
+            let answer = blocking("grep", move || grep(&snap, &req, scope.as_ref())).await?;
             typed(&answer, grep_text(&answer))
         }
         "symbols" => {
             let req = SymbolsRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let scope = caller.scope.clone();
-            let answer = tokio::task::spawn_blocking(move || symbols(&snap, &req, scope.as_ref()))
-                .await
-                .map_err(|e| ToolError::Unavailable(format!("symbols task failed: {e}")))??;
+            let answer = blocking("symbols", move || symbols(&snap, &req, scope.as_ref())).await?;
             typed(&answer, symbols_text(&answer))
         }
         "related" => {
