@@ -708,6 +708,41 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_symbol_table_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = GrepStoreWriter::create(dir.path()).unwrap();
+        let sym = crate::files::FileSymbol {
+            name: "parse".into(),
+            kind: "function".into(),
+            container: None,
+            line_start: 1,
+            line_end: 1,
+            signature: "fn parse() {}".into(),
+        };
+        w.add("o/a", &FileText { symbols: vec![sym], ..file("a.rs", "fn parse() {}\n") }).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(SYMBOLS);
+        let good = std::fs::read(&path).unwrap();
+        let store = GrepStore::open(dir.path()).unwrap();
+        assert_eq!(store.find_symbols("parse", NameMatch::Exact).unwrap(), vec![0]);
+        drop(store);
+        // A definition in a file the table does not list.
+        let mut bad = good.clone();
+        bad[HEADER..HEADER + 4].copy_from_slice(&7u32.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let err = GrepStore::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("symbols.bin") && err.contains("past"), "{err}");
+        // Cut short, and with another magic.
+        std::fs::write(&path, &good[..good.len() - 1]).unwrap();
+        let err = GrepStore::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("symbols.bin") && err.contains("its header says"), "{err}");
+        let mut other = good.clone();
+        other[..4].copy_from_slice(b"HXGF");
+        std::fs::write(&path, &other).unwrap();
+        assert!(GrepStore::open(dir.path()).unwrap_err().to_string().contains("no HXSY header"));
+    }
+
+    #[test]
     fn a_damaged_table_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = GrepStoreWriter::create(dir.path()).unwrap();
