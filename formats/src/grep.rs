@@ -59,7 +59,7 @@ pub const SYMBOL_KINDS: &[&str] = &[
 
 const MAGIC: &[u8; 4] = b"HXGF";
 const LAYOUT: u32 = 1;
-const HEADER: usize = 16;
+pub(crate) const HEADER: usize = 16;
 const ENTRY: usize = 48;
 
 const VENDORED: u32 = 1;
@@ -91,14 +91,14 @@ pub struct GrepStoreWriter {
 /// A table's string pool: each string as (offset, length) in it. A string added with
 /// `intern` is stored once.
 #[derive(Default)]
-struct StringPool {
-    bytes: Vec<u8>,
+pub(crate) struct StringPool {
+    pub(crate) bytes: Vec<u8>,
     seen: HashMap<String, (u32, u32)>,
 }
 
 impl StringPool {
     /// `s` in the pool; `None` when it would end past 4 GiB (what a `u32` offset reaches).
-    fn add(&mut self, s: &str, intern: bool) -> Option<(u32, u32)> {
+    pub(crate) fn add(&mut self, s: &str, intern: bool) -> Option<(u32, u32)> {
         if intern && let Some(&at) = self.seen.get(s) {
             return Some(at);
         }
@@ -155,21 +155,7 @@ impl GrepStoreWriter {
 
     /// Adds one file of `repo`.
     pub fn add(&mut self, repo: &str, f: &FileText) -> Result<(), FormatError> {
-        let io = |e| FormatError::io(self.dir.join(TEXTS), e);
         let text: &[u8] = if f.skipped.is_some() { b"" } else { f.content.as_bytes() };
-        let len = u32::try_from(text.len())
-            .map_err(|_| self.too_large(&format!("{} is over 4 GiB", f.path)))?;
-        let offset = self.written;
-        self.texts.write_all(text).map_err(io)?;
-        self.written += text.len() as u64;
-        self.trigrams.add(text).map_err(|e| FormatError::io(self.dir.join(TRIGRAMS), e))?;
-        let path = self.string(&f.path, false)?;
-        let repo = self.string(repo, true)?;
-        let sha = self.string(&f.commit_sha, true)?;
-        let lang = match &f.language {
-            Some(l) => self.string(l, true)?,
-            None => (0, 0),
-        };
         let skipped = match f.skipped {
             None => 0,
             Some(Skipped::Binary) => BINARY,
@@ -178,6 +164,57 @@ impl GrepStoreWriter {
         };
         let flags =
             (u32::from(f.vendored) * VENDORED) | (u32::from(f.generated) * GENERATED) | skipped;
+        self.add_text(repo, &f.path, &f.commit_sha, f.language.as_deref(), text, flags)?;
+        for sym in &f.symbols {
+            let name = self.symbol_string(&sym.name)?;
+            let container = match &sym.container {
+                Some(c) => self.symbol_string(c)?,
+                None => (0, 0),
+            };
+            let signature = self.symbol_string(&sym.signature)?;
+            let kind =
+                SYMBOL_KINDS.iter().position(|k| *k == sym.kind).unwrap_or(SYMBOL_KINDS.len() - 1);
+            self.symbols.push([
+                self.files - 1,
+                name.0,
+                name.1,
+                container.0,
+                container.1,
+                signature.0,
+                signature.1,
+                kind as u32,
+                sym.line_start,
+                sym.line_end,
+            ]);
+        }
+        Ok(())
+    }
+
+    /// Adds one text of `repo` to the table and the trigram index (as file number
+    /// `len()` before the call): a file's bytes, or a commit's changed lines.
+    pub(crate) fn add_text(
+        &mut self,
+        repo: &str,
+        path: &str,
+        sha: &str,
+        language: Option<&str>,
+        text: &[u8],
+        flags: u32,
+    ) -> Result<(), FormatError> {
+        let io = |e| FormatError::io(self.dir.join(TEXTS), e);
+        let len = u32::try_from(text.len())
+            .map_err(|_| self.too_large(&format!("{path} is over 4 GiB")))?;
+        let offset = self.written;
+        self.texts.write_all(text).map_err(io)?;
+        self.written += text.len() as u64;
+        self.trigrams.add(text).map_err(|e| FormatError::io(self.dir.join(TRIGRAMS), e))?;
+        let path = self.string(path, false)?;
+        let repo = self.string(repo, true)?;
+        let sha = self.string(sha, true)?;
+        let lang = match language {
+            Some(l) => self.string(l, true)?,
+            None => (0, 0),
+        };
         let words = [
             offset as u32,
             (offset >> 32) as u32,
@@ -193,28 +230,6 @@ impl GrepStoreWriter {
             flags,
         ];
         self.entries.extend_from_slice(&words);
-        for sym in &f.symbols {
-            let name = self.symbol_string(&sym.name)?;
-            let container = match &sym.container {
-                Some(c) => self.symbol_string(c)?,
-                None => (0, 0),
-            };
-            let signature = self.symbol_string(&sym.signature)?;
-            let kind =
-                SYMBOL_KINDS.iter().position(|k| *k == sym.kind).unwrap_or(SYMBOL_KINDS.len() - 1);
-            self.symbols.push([
-                self.files,
-                name.0,
-                name.1,
-                container.0,
-                container.1,
-                signature.0,
-                signature.1,
-                kind as u32,
-                sym.line_start,
-                sym.line_end,
-            ]);
-        }
         self.files += 1;
         Ok(())
     }
@@ -275,7 +290,7 @@ fn write_symbols(path: &Path, mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Resul
 
 /// Writes a table file: `magic`, the layout, the entry count and the pool's length (`u32`
 /// each), the entries' words, then the string pool.
-fn write_table(
+pub(crate) fn write_table(
     path: &Path,
     magic: &[u8; 4],
     count: u32,
@@ -296,7 +311,11 @@ fn write_table(
 
 /// A table file's entry count and where its string pool starts, its header and its length
 /// checked against each other.
-fn table_layout(bytes: &[u8], magic: &[u8; 4], entry: usize) -> Result<(u32, usize), String> {
+pub(crate) fn table_layout(
+    bytes: &[u8],
+    magic: &[u8; 4],
+    entry: usize,
+) -> Result<(u32, usize), String> {
     if bytes.len() < HEADER || &bytes[..4] != magic {
         return Err(format!("no {} header", String::from_utf8_lossy(magic)));
     }
@@ -432,7 +451,7 @@ impl std::fmt::Debug for GrepStore {
     }
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
 }
 

@@ -30,6 +30,7 @@
 //! assert_eq!(row.id, Row::new(RowType::Commit, "owner/repo", "commit/0123abc", 0).id);
 //! ```
 
+mod changes;
 mod doc_bits;
 mod edges;
 mod error;
@@ -55,6 +56,10 @@ mod store;
 mod text;
 mod vectors;
 
+pub use changes::{
+    CHANGES_DIR, CHANGES_MAX_BYTES, CHANGES_PARQUET, ChangeRun, ChangeStore, ChangeStoreWriter,
+    ChangedCommit, CommitChanges, read_changes, write_changes,
+};
 pub use doc_bits::DocBits;
 pub use edges::{
     Direction, EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, EdgeKind, entity_key, entity_type,
@@ -88,8 +93,9 @@ pub use queue::{QUEUE_DONE, QUEUE_PENDING, QueueEntry};
 pub use row::{BODY_MAX_CHARS, Row, RowType, UnknownRowType, row_id, sha256_hex};
 pub use rows::{batch_to_rows, read_rows, read_text_keys, row_schema, write_rows};
 pub use segment::{
-    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, TEXT_DIR, hash_file, input_sha256,
-    read_segment_meta, segment_id, sha256_file, start_segment, upgrade_segment, write_segment,
+    ROWS_PARQUET, SEGMENT_JSON, Segment, SegmentDraft, SegmentExtras, TEXT_DIR, hash_file,
+    input_sha256, read_segment_meta, segment_id, sha256_file, start_segment, upgrade_segment,
+    write_segment,
 };
 pub use serving::{CompiledFilter, ScanHit, ScoreFloor, ServingIndex};
 pub use staging::{

@@ -25,8 +25,10 @@ pub const VECTORS_HNSW: &str = "vectors.hnsw";
 /// on i8). Version 8 keeps rows.parquet's vectors as i8 ([`crate::quantize`]: what the graphs
 /// hold) instead of float32. Version 9 lists every text file of a repository in files.parquet
 /// (vendored and generated ones marked, binary and oversized ones listed without text) and
-/// writes a merged segment's exact-search store, `grep/` ([`crate::GrepStore`]).
-pub const FORMAT_VERSION: u32 = 9;
+/// writes a merged segment's exact-search store, `grep/` ([`crate::GrepStore`]). Version 10
+/// keeps each commit's added and removed lines in its build segment's changes.parquet and
+/// writes a merged segment's history-grep store, `changes/` ([`crate::ChangeStore`]).
+pub const FORMAT_VERSION: u32 = 10;
 
 /// The format versions this build reads. Segments of versions 1 and 2 are upgraded to the
 /// version-3 serving layout once, as they enter a server's cache; versions 3 and 4 share that
@@ -34,8 +36,9 @@ pub const FORMAT_VERSION: u32 = 9;
 /// serving files, every one served through a merged segment; version 6 differs from 5 only in
 /// the positions `text/` no longer keeps; 7 in the merged segments' vector file; 8 in the
 /// element type of rows.parquet's vectors (float32 ones are read quantized); 9 in the files it
-/// lists and its `grep/` (a segment of 8 or older answers every tool but `grep`).
-pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
+/// lists and its `grep/` (a segment of 8 or older answers every tool but `grep`); 10 in its
+/// changes (a segment of 9 or older answers every tool but `grep` of the history).
+pub const READABLE_VERSIONS: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 
 /// Which model made a snapshot's vectors. Vectors are only comparable (and reusable) between
 /// equal identities.
@@ -666,10 +669,10 @@ mod tests {
 
     #[test]
     fn an_unknown_version_is_refused_with_what_to_do() {
-        let err = Manifest::parse("manifest.json", br#"{"format_version": 10, "whatever": 1}"#)
+        let err = Manifest::parse("manifest.json", br#"{"format_version": 99, "whatever": 1}"#)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("format version 10"), "{err}");
+        assert!(err.contains("format version 99"), "{err}");
         assert!(err.contains("reads versions 1, 2"), "{err}");
         assert!(err.contains("upgrade hubdex"), "{err}");
     }

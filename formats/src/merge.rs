@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::changes::{CHANGES_DIR, CHANGES_PARQUET, ChangeStoreWriter, read_changes};
 use crate::error::FormatError;
 use crate::files::{FILES_DIR, FILES_PARQUET, FileStoreWriter, read_files};
 use crate::grep::{GREP_DIR, GrepStoreWriter};
@@ -501,6 +502,21 @@ fn merge_text(
         files.finish()?;
         grep.finish()?;
     }
+    // A member's changes at a time: a build segment holds at most a share of the build's
+    // budget of them.
+    let mut history: Option<ChangeStoreWriter> = None;
+    for (m, meta) in member_dirs.iter().zip(metas) {
+        for c in read_changes(&m.join(CHANGES_PARQUET))? {
+            let w = match &mut history {
+                Some(w) => w,
+                None => history.insert(ChangeStoreWriter::create(&dir.join(CHANGES_DIR))?),
+            };
+            w.add(&meta.repo, &c)?;
+        }
+    }
+    if let Some(w) = history {
+        w.finish()?;
+    }
     Ok(stats)
 }
 
@@ -585,6 +601,7 @@ pub fn write_merged_in_memory(
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     let mut rows = Vec::new();
     let mut files = Vec::new();
+    let mut changes = Vec::new();
     let mut members = Vec::new();
     let mut repos = Vec::new();
     // The first member's vector graph is the start of the merged one (its rows come first):
@@ -612,12 +629,16 @@ pub fn write_merged_in_memory(
         files.extend(
             read_files(&m.join(FILES_PARQUET))?.into_iter().map(|f| (meta.repo.clone(), f)),
         );
+        changes.extend(
+            read_changes(&m.join(CHANGES_PARQUET))?.into_iter().map(|c| (meta.repo.clone(), c)),
+        );
         members.push(meta.id);
         repos.push(meta.repo);
     }
     let input = IndexInputs {
         rows: rows.iter().collect(),
         files: files.iter().map(|(r, f)| (r.as_str(), f)).collect(),
+        changes: changes.iter().map(|(r, c)| (r.as_str(), c)).collect(),
         analyzers: Analyzers::current(),
         vector_base,
     };

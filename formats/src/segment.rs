@@ -8,8 +8,12 @@
 //!                                 rows (crate::serving), one tantivy segment
 //!               files/            the file store read_span reads (when there are files)
 //!               edges/            the edge index `related` reads (when there are edges)
+//!               changes.parquet   each commit's added and removed lines (build segments of
+//!                                 history, crate::changes)
 //!               grep/             every text file and its trigram index, for `grep` (when
 //!                                 there are files; crate::grep)
+//!               changes/          every commit's changed lines and their trigram index, for
+//!                                 `grep` of the history (when there are changes)
 //!               vectors.usearch   HNSW over row ordinals
 //!               segment.json      counts, versions, model, sha256 of every file above
 //! ```
@@ -25,6 +29,9 @@ use std::path::{Path, PathBuf};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 
+use crate::changes::{
+    CHANGES_DIR, CHANGES_PARQUET, ChangeStore, CommitChanges, write_change_store, write_changes,
+};
 use crate::edges::{EDGES_DIR, EDGES_PARQUET, Edge, EdgeIndex, write_edges};
 use crate::error::FormatError;
 use crate::files::{
@@ -113,17 +120,29 @@ pub struct SegmentDraft {
     input_sha256: Option<String>,
 }
 
+/// What a build segment holds beside its rows: its files at HEAD, its edges and its commits'
+/// changed lines.
+#[derive(Debug, Default)]
+pub struct SegmentExtras<'a> {
+    /// Files at the indexed commit.
+    pub files: &'a mut [FileText],
+    /// Cross-references.
+    pub edges: &'a mut [Edge],
+    /// Each commit's added and removed lines.
+    pub changes: &'a mut [CommitChanges],
+}
+
 /// Sorts `rows` by id (so the same rows give the same bytes and the same segment id) and
-/// writes rows.parquet into the empty directory `dir`, with files.parquet and edges.parquet
-/// when there are files or edges.
+/// writes rows.parquet into the empty directory `dir`, with files.parquet, edges.parquet and
+/// changes.parquet when there are files, edges or changes.
 pub fn start_segment(
     dir: &Path,
     repo: &str,
     rows: &mut [Row],
-    files: &mut [FileText],
-    edges: &mut [Edge],
+    extras: SegmentExtras<'_>,
     model: &ModelIdentity,
 ) -> Result<SegmentDraft, FormatError> {
+    let SegmentExtras { files, edges, changes } = extras;
     std::fs::create_dir_all(dir).map_err(|e| FormatError::io(dir, e))?;
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(w) = rows.windows(2).find(|w| w[0].id == w[1].id) {
@@ -148,6 +167,14 @@ pub fn start_segment(
         write_edges(&edges_path, edges)?;
         content_sha =
             sha256_hex(format!("{content_sha}\nedges {}", hash_file(&edges_path)?.0).as_bytes());
+    }
+    if !changes.is_empty() {
+        changes.sort_by(|a, b| a.commit_sha.cmp(&b.commit_sha));
+        let changes_path = dir.join(CHANGES_PARQUET);
+        write_changes(&changes_path, changes)?;
+        content_sha = sha256_hex(
+            format!("{content_sha}\nchanges {}", hash_file(&changes_path)?.0).as_bytes(),
+        );
     }
     Ok(SegmentDraft {
         dir: dir.to_path_buf(),
@@ -197,6 +224,7 @@ impl SegmentDraft {
 pub(crate) struct IndexInputs<'a> {
     pub(crate) rows: Vec<&'a Row>,
     pub(crate) files: Vec<(&'a str, &'a FileText)>,
+    pub(crate) changes: Vec<(&'a str, &'a CommitChanges)>,
     pub(crate) analyzers: Analyzers,
     /// A vector index that already holds the first rows (a merge's first member).
     pub(crate) vector_base: Option<VectorBase<'a>>,
@@ -222,6 +250,7 @@ pub(crate) fn write_indexes(
                 write_file_store(&dir.join(FILES_DIR), input.files.iter().copied())?;
                 write_grep_store(&dir.join(GREP_DIR), input.files.iter().copied())?;
             }
+            write_change_store(&dir.join(CHANGES_DIR), input.changes.iter().copied())?;
             Ok::<(), FormatError>(())
         });
         let vecs = write_vector_index_from(
@@ -332,6 +361,7 @@ pub fn input_sha256(
     rows: &[Row],
     files: &[FileText],
     edges: &[Edge],
+    changes: &[CommitChanges],
     model: &ModelIdentity,
 ) -> String {
     let mut h = Sha256::new();
@@ -366,6 +396,9 @@ pub fn input_sha256(
     for e in edges {
         put("edge", serde_json::to_vec(e));
     }
+    for c in changes {
+        put("changes", serde_json::to_vec(c));
+    }
     hex::encode(h.finalize())
 }
 
@@ -375,11 +408,10 @@ pub fn write_segment(
     dir: &Path,
     repo: &str,
     rows: &mut [Row],
-    files: &mut [FileText],
-    edges: &mut [Edge],
+    extras: SegmentExtras<'_>,
     model: &ModelIdentity,
 ) -> Result<SegmentMeta, FormatError> {
-    start_segment(dir, repo, rows, files, edges, model)?.finish(rows)
+    start_segment(dir, repo, rows, extras, model)?.finish(rows)
 }
 
 /// Reads segment.json from a segment directory.
@@ -406,6 +438,9 @@ pub struct Segment {
     /// Every text file and its trigram index for `grep`; `None` when the segment indexes no
     /// files or is of a format before exact search (8 and older).
     pub grep: Option<GrepStore>,
+    /// Every commit's changed lines and their trigram index for `grep` of the history; `None`
+    /// when the segment has no history or is of a format before history grep (9 and older).
+    pub changes: Option<ChangeStore>,
     /// The local directory the segment was opened from.
     pub dir: PathBuf,
 }
@@ -451,7 +486,10 @@ impl Segment {
         let edges = if edges_dir.is_dir() { Some(EdgeIndex::open(&edges_dir)?) } else { None };
         let grep_dir = dir.join(GREP_DIR);
         let grep = if grep_dir.is_dir() { Some(GrepStore::open(&grep_dir)?) } else { None };
-        Ok(Segment { meta, text, vectors, files, edges, grep, dir: dir.to_path_buf() })
+        let changes_dir = dir.join(CHANGES_DIR);
+        let changes =
+            if changes_dir.is_dir() { Some(ChangeStore::open(&changes_dir)?) } else { None };
+        Ok(Segment { meta, text, vectors, files, edges, grep, changes, dir: dir.to_path_buf() })
     }
 }
 

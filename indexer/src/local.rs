@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use hubdex_formats::{
-    BODY_MAX_CHARS, FileText, MAX_TEXT_FILE_BYTES, Row, RowType, Skipped, is_binary, row_id,
+    BODY_MAX_CHARS, CommitChanges, FileText, MAX_TEXT_FILE_BYTES, Row, RowType, Skipped, is_binary,
+    row_id,
 };
 
 use crate::config::{RepoRules, looks_generated};
@@ -755,7 +756,8 @@ impl<'a> Iterator for CommitRowsFrom<'a> {
             .filter(|row| r.rules.keeps(row));
         let wants_diffs = self.wants_diffs;
         let keeps_part = |path: &str| wants_diffs && r.rules.keeps_path(path);
-        let rows = OneCommit::new(&r.repo, web, c, commit_row, keeps_part);
+        let mut rows = OneCommit::new(&r.repo, web, c, commit_row, keeps_part);
+        rows.changes = Some(commit_changes(&mut rows, |p| r.rules.keeps_path(p)));
         self.at += 1;
         Some(Ok((self.at - 1, rows)))
     }
@@ -776,9 +778,17 @@ pub(crate) struct OneCommit<'a> {
     order: Vec<Option<usize>>,
     next: usize,
     failed: Option<std::io::Error>,
+    /// Its added and removed lines, until taken ([`OneCommit::take_changes`]).
+    changes: Option<CommitChanges>,
 }
 
 impl<'a> OneCommit<'a> {
+    /// Its added and removed lines in the files the rules keep (what history grep searches),
+    /// once: `None` after the first call. A merge has none.
+    pub(crate) fn take_changes(&mut self) -> Option<CommitChanges> {
+        self.changes.take().filter(|c| !c.runs.is_empty() || c.hidden_lines > 0)
+    }
+
     /// Why the rows stopped short, if they did: a file part that could not be read back from
     /// its temporary file. Asked once the rows are taken.
     pub(crate) fn take_failure(&mut self) -> Option<std::io::Error> {
@@ -816,8 +826,35 @@ impl<'a> OneCommit<'a> {
             order: ids.into_iter().map(|(_, part)| part).collect(),
             next: 0,
             failed: None,
+            changes: None,
         }
     }
+}
+
+/// `rows`' commit's changed lines with its SHA, time and title, without the lines of files
+/// `keeps_path` leaves out.
+fn commit_changes(rows: &mut OneCommit<'_>, keeps_path: impl Fn(&str) -> bool) -> CommitChanges {
+    let mut c = std::mem::take(&mut rows.commit.diff.changes);
+    c.commit_sha = rows.commit.sha.clone();
+    c.committed_at = rows.commit.committed_at;
+    c.title = rows.message.title.clone();
+    if c.runs.iter().all(|r| keeps_path(&r.path)) {
+        return c;
+    }
+    let (mut lines, mut runs) = (String::new(), Vec::new());
+    let mut rest = c.lines.as_str();
+    for run in std::mem::take(&mut c.runs) {
+        let mut end = 0;
+        for _ in 0..run.lines {
+            end += rest[end..].find('\n').map_or(rest.len() - end, |i| i + 1);
+        }
+        if keeps_path(&run.path) {
+            lines.push_str(&rest[..end]);
+            runs.push(run);
+        }
+        rest = &rest[end..];
+    }
+    CommitChanges { lines, runs, ..c }
 }
 
 impl Iterator for OneCommit<'_> {

@@ -38,6 +38,29 @@ const DFA_SIZE_LIMIT: usize = 8 << 20;
 /// Fewer candidates than this are verified on the calling thread.
 const PARALLEL_FROM: usize = 64;
 
+/// What a grep searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Within {
+    /// Every text file at the indexed commit.
+    Files,
+    /// Every line each commit's diff adds or removes (`grep_history`).
+    History,
+}
+
+/// The order of history grep's commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// The newest commit first.
+    Newest,
+    /// The oldest first: the first one answers "which commit introduced it".
+    Oldest,
+}
+
+/// Commits a history page holds by default.
+pub(crate) const DEFAULT_HISTORY_LIMIT: i64 = 20;
+
 /// How letter case is matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,37 +96,45 @@ pub struct GrepRequest {
     pub skip_generated: bool,
     /// Lines of context before and after each match.
     pub context: usize,
-    /// Matching lines a page holds.
+    /// Files or the history.
+    pub within: Within,
+    /// The history's order.
+    pub order: Order,
+    /// Matching lines (commits, in the history) a page holds.
     pub limit: usize,
     /// Where the previous page stopped.
     pub after: Option<Cursor>,
     /// Answer from this snapshot; default the newest (or the cursor's).
     pub snapshot: Option<String>,
     /// The arguments that decide the matches, as given: a cursor is refused for other ones.
-    fingerprint: String,
+    pub(crate) fingerprint: String,
 }
 
-/// Where a page stopped: the last match's file and line.
+/// Where a page stopped: the last match's file and line, or in the history the last commit's
+/// SHA (as `path`) and time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
     #[serde(rename = "s")]
-    snapshot: String,
+    pub(crate) snapshot: String,
     #[serde(rename = "r")]
-    repo: String,
+    pub(crate) repo: String,
     #[serde(rename = "p")]
-    path: String,
+    pub(crate) path: String,
     #[serde(rename = "l")]
-    line: u64,
+    pub(crate) line: u64,
+    /// The last commit's time (history grep).
+    #[serde(rename = "t", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) time: Option<i64>,
     /// The request's fingerprint: a cursor continues only the query that made it.
     #[serde(rename = "q")]
-    query: String,
+    pub(crate) query: String,
     /// The caller's scope fingerprint (absent: every repository).
     #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
-    scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 impl Cursor {
-    fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         crate::args::encode_cursor(self)
     }
 
@@ -128,6 +159,8 @@ impl GrepRequest {
                 "language",
                 "skip_generated",
                 "context",
+                "in",
+                "order",
                 "limit",
                 "cursor",
                 "snapshot",
@@ -170,7 +203,46 @@ impl GrepRequest {
         let files_glob = crate::filter::files_glob(&a)?;
         let skip_generated = a.boolean("skip_generated", false)?;
         let context = a.int_in("context", 0, MAX_CONTEXT, 0)? as usize;
-        let limit = a.int_in("limit", 1, MAX_LIMIT, DEFAULT_LIMIT)? as usize;
+        let within = a.choice(
+            "in",
+            &[("files", Within::Files), ("history", Within::History)],
+            Within::Files,
+        )?;
+        let order = a.choice(
+            "order",
+            &[("newest", Order::Newest), ("oldest", Order::Oldest)],
+            Order::Newest,
+        )?;
+        let history_only = |name: &str| {
+            ToolError::arg(
+                name,
+                "applies to in: \"history\"; files come in (repo, path, line) order",
+            )
+        };
+        let files_only = |name: &str, what: &str| {
+            ToolError::arg(name, format!("applies to in: \"files\"; {what}"))
+        };
+        match within {
+            Within::Files if a.string("order").ok().flatten().is_some() => {
+                return Err(history_only("order"));
+            }
+            Within::History if language.is_some() => {
+                return Err(files_only(
+                    "language",
+                    "in the history, filter by path_prefix or files_glob",
+                ));
+            }
+            Within::History if skip_generated => {
+                return Err(files_only("skip_generated", "the history marks no file generated"));
+            }
+            Within::History if context > 0 => {
+                return Err(files_only("context", "the history lists each changed line alone"));
+            }
+            _ => {}
+        }
+        let default_limit =
+            if within == Within::History { DEFAULT_HISTORY_LIMIT } else { DEFAULT_LIMIT };
+        let limit = a.int_in("limit", 1, MAX_LIMIT, default_limit)? as usize;
         let after = a.string("cursor")?.map(|c| Cursor::decode(&c)).transpose()?;
         let mut snapshot = a.string("snapshot")?;
         if let Some(c) = &after {
@@ -212,6 +284,8 @@ impl GrepRequest {
             language,
             skip_generated,
             context,
+            within,
+            order,
             limit,
             after,
             snapshot,
@@ -221,7 +295,7 @@ impl GrepRequest {
 
     /// ripgrep's matcher for the request: line by line (a match never spans a line end),
     /// with the size limits set.
-    fn matcher(&self) -> Result<RegexMatcher, ToolError> {
+    pub(crate) fn matcher(&self) -> Result<RegexMatcher, ToolError> {
         let mut b = RegexMatcherBuilder::new();
         b.line_terminator(Some(b'\n'))
             .fixed_strings(self.fixed_strings)
@@ -241,7 +315,7 @@ impl GrepRequest {
 
     /// The trigram query of the request: the pattern (escaped when it is a literal), folded
     /// unless matched case-sensitively. A superset of what the matcher accepts is enough.
-    fn query(&self) -> Result<hubdex_formats::ngram::Query, ToolError> {
+    pub(crate) fn query(&self) -> Result<hubdex_formats::ngram::Query, ToolError> {
         let escaped;
         let pattern = if self.fixed_strings {
             escaped = regex::escape(&self.pattern);
@@ -487,6 +561,7 @@ pub fn grep_stores(
             repo: last.repo.clone(),
             path: last.path.clone(),
             line: last.line,
+            time: None,
             query: req.fingerprint.clone(),
             scope: scope_fp.clone(),
         }
@@ -535,7 +610,7 @@ fn note_unsearchable(
 
 /// The matching line numbers of every candidate, in order, verified on every core when there
 /// are many; whether every one was verified before `deadline`.
-fn verify(
+pub(crate) fn verify(
     matcher: &RegexMatcher,
     candidates: &[GrepFile<'_>],
     deadline: Instant,
@@ -637,7 +712,7 @@ fn one_match(matcher: &RegexMatcher, file: &GrepFile<'_>, n: u64, context: usize
 }
 
 /// A line as text (a `\r` before its end dropped), cut at [`MAX_LINE_CHARS`]; whether it was.
-fn cut(line: &[u8]) -> (String, bool) {
+pub(crate) fn cut(line: &[u8]) -> (String, bool) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let text = String::from_utf8_lossy(line);
     match text.char_indices().nth(MAX_LINE_CHARS) {

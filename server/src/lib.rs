@@ -15,6 +15,7 @@ mod http;
 mod mcp;
 mod metrics;
 mod oauth;
+mod pickaxe;
 mod related;
 mod render;
 mod rerank;
@@ -35,16 +36,18 @@ pub use eval::{
 };
 pub use fetch::{FetchAnswer, SpanAnswer, SpanRequest, fetch, read_span};
 pub use filter::Filters;
-pub use grep::{Case, GrepAnswer, GrepMatch, GrepRequest, grep, grep_stores};
+pub use grep::{Case, GrepAnswer, GrepMatch, GrepRequest, Order, Within, grep, grep_stores};
 pub use http::{DEFAULT_MAX_CONNECTIONS, HEADER_READ_TIMEOUT, HttpOptions, router, serve_http};
 pub use mcp::HubdexMcp;
 pub use oauth::{ClaimGrant, OAuth, OAuthConfig, load_grants, resource_metadata};
+pub use pickaxe::{ChangedLine, HistoryAnswer, HistoryMatch, grep_history};
 pub use related::{
     EdgeGroup, EdgeSummary, EntityInfo, RelatedAnswer, RelatedEdge, RelatedRequest, ReleaseRef,
     related, summary as edge_summary,
 };
 pub use render::{
-    fetch_text, grep_text, related_text, scan_text, search_text, span_text, symbols_text,
+    fetch_text, grep_text, history_text, related_text, scan_text, search_text, span_text,
+    symbols_text,
 };
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};

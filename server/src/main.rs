@@ -8,9 +8,9 @@ use clap::{Parser, Subcommand};
 use hubdex_runtime::default_model;
 use hubdex_server::{
     AppState, Caller, GrepRequest, Mode, RelatedRequest, ServeArgs, StateSetup, SymbolsRequest,
-    TokensFile, call_tool_via, default_cache, eval_current, grep, grep_text, health, load_eval,
-    open_snapshot, open_store, related, related_text, render_table, serve, symbols, symbols_text,
-    tool_args,
+    TokensFile, Within, call_tool_via, default_cache, eval_current, grep, grep_history, grep_text,
+    health, history_text, load_eval, open_snapshot, open_store, related, related_text,
+    render_table, serve, symbols, symbols_text, tool_args,
 };
 use serde_json::json;
 
@@ -101,7 +101,10 @@ enum Command {
         json: bool,
     },
     /// Every line a regex matches in the indexed files (the `grep` tool), as ripgrep finds
-    /// them: e.g. `hubdex grep 'fn cut_stream'`, `hubdex grep -w unsafe --glob '**/*.rs'`.
+    /// them: e.g. `hubdex grep 'fn cut_stream'`, `hubdex grep -w unsafe --glob '**/*.rs'`; with
+    /// `--in history`, the commits whose diffs add or remove a matching line, as `git log -G`:
+    /// `hubdex grep --in history --order oldest 'fn cut_stream'` names the commit that
+    /// introduced it.
     Grep {
         /// A regular expression (Rust regex syntax), matched line by line.
         pattern: String,
@@ -130,12 +133,18 @@ enum Command {
         /// Leave out vendored and generated files.
         #[arg(long = "skip-generated")]
         skip_generated: bool,
-        /// Lines of context before and after each match.
-        #[arg(short = 'C', long, default_value_t = 0)]
-        context: i64,
-        /// Matching lines per page.
-        #[arg(long, default_value_t = 50)]
-        limit: i64,
+        /// Lines of context before and after each match (files only).
+        #[arg(short = 'C', long)]
+        context: Option<i64>,
+        /// files (at the indexed commit) or history (every line each commit added or removed).
+        #[arg(long = "in", default_value = "files")]
+        within: String,
+        /// History only: newest (the default) or oldest first.
+        #[arg(long)]
+        order: Option<String>,
+        /// Matching lines per page (commits in the history): 50 (20 in the history) by default.
+        #[arg(long)]
+        limit: Option<i64>,
         /// The cursor of the previous page.
         #[arg(long)]
         cursor: Option<String>,
@@ -366,6 +375,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             language,
             skip_generated,
             context,
+            within,
+            order,
             limit,
             cursor,
             snapshot,
@@ -374,11 +385,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let args = tool_args(json!({"pattern": pattern, "fixed_strings": fixed_strings,
                 "case": case, "word": word, "repo": repo, "path_prefix": path_prefix,
                 "files_glob": glob, "language": language, "skip_generated": skip_generated,
-                "context": context, "limit": limit, "cursor": cursor, "snapshot": snapshot}));
-            // No model needed: grep reads the files' texts and their trigram index.
+                "context": context, "in": within, "order": order, "limit": limit,
+                "cursor": cursor, "snapshot": snapshot}));
+            // No model needed: grep reads the texts and their trigram index.
             let req = GrepRequest::from_args(&args)?;
             let snap = snapshot_of(req.snapshot.as_deref()).await?;
-            print_answer(*json, &grep(&snap, &req, None)?, grep_text)
+            match req.within {
+                Within::History => {
+                    print_answer(*json, &grep_history(&snap, &req, None)?, history_text)
+                }
+                Within::Files => print_answer(*json, &grep(&snap, &req, None)?, grep_text),
+            }
         }
         Command::Symbols {
             name,

@@ -366,6 +366,35 @@ fn first_release(docs: &[(EdgeKind, &Segment, u32)]) -> Result<Option<ReleaseRef
     }))
 }
 
+/// What history grep tells of a commit: its row (author, web address, id), the pull request it
+/// came in through and the first release that shipped it.
+#[derive(Debug, Default)]
+pub(crate) struct CommitLinks {
+    pub(crate) row: Option<Row>,
+    pub(crate) pull_request: Option<EntityInfo>,
+    pub(crate) first_release: Option<ReleaseRef>,
+}
+
+/// [`CommitLinks`] of commit `sha` of `repo`, as far as `scope` sees.
+pub(crate) fn commit_links(
+    snap: &OpenSnapshot,
+    repo: &str,
+    sha: &str,
+    scope: Option<&Scope>,
+) -> Result<CommitLinks, ToolError> {
+    let entity = format!("commit/{sha}");
+    let row = head_row(snap, repo, &entity, scope)?;
+    let out = edge_docs(snap, repo, &entity, Direction::Out, scope)?;
+    let pull = match out.iter().find(|(k, _, _)| *k == EdgeKind::PullRequestOf) {
+        Some((_, seg, doc)) => {
+            let e = read_edge(seg, *doc)?;
+            Some(entity_info(snap, &e.target_repo, &e.target, e.target_url.as_deref(), scope)?)
+        }
+        None => None,
+    };
+    Ok(CommitLinks { row, pull_request: pull, first_release: first_release(&out)? })
+}
+
 /// `first_release` and edge counts of an entity, for search and fetch results, as far as
 /// `scope` sees.
 pub fn summary(

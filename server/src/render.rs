@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::fetch::{FetchAnswer, SpanAnswer};
 use crate::grep::GrepAnswer;
+use crate::pickaxe::HistoryAnswer;
 use crate::related::RelatedAnswer;
 use crate::scan::ScanAnswer;
 use crate::search::SearchAnswer;
@@ -196,6 +197,55 @@ pub fn grep_text(a: &GrepAnswer) -> String {
         let _ = writeln!(out, "{}:{}:{}", m.path, m.line, m.text);
         for (i, l) in m.after.iter().enumerate() {
             let _ = writeln!(out, "{}-{}-{l}", m.path, m.line as usize + 1 + i);
+        }
+    }
+    if let Some(c) = &a.cursor {
+        let _ = writeln!(out, "cursor: {c}");
+    }
+    out
+}
+
+/// A history grep answer as text: the totals, then per commit a heading (short SHA, date,
+/// title, pull request, first release) and its matching lines as `path:+text` or `path:-text`.
+pub fn history_text(a: &HistoryAnswer) -> String {
+    let mut out = format!(
+        "{} matching changed lines in {} commits ({} searched, {} verified) from snapshot {}, {} first",
+        a.count,
+        a.commits,
+        a.searched_commits,
+        a.candidate_commits,
+        a.snapshot,
+        match a.order {
+            crate::grep::Order::Newest => "newest",
+            crate::grep::Order::Oldest => "oldest",
+        }
+    );
+    if !a.exhaustive {
+        out.push_str("; the time budget ran out: not every commit was verified");
+    }
+    if a.truncated {
+        out.push_str("; more: pass the cursor");
+    }
+    out.push('\n');
+    for c in &a.results {
+        let short = c.commit_sha.get(..12).unwrap_or(&c.commit_sha);
+        let date = c.committed_at.as_deref().and_then(|d| d.get(..10)).unwrap_or("");
+        let _ = write!(out, "# {} {short} {date} {}", c.repo, c.title);
+        if let Some(pr) = &c.pull_request {
+            let _ = write!(out, " [{}]", pr.entity);
+        }
+        if let Some(r) = &c.first_release {
+            let _ = write!(out, " (first in {})", r.tag);
+        }
+        out.push('\n');
+        for l in &c.lines {
+            let _ = writeln!(out, "{}:{}{}", l.path, l.change, l.text);
+        }
+        if c.lines_truncated {
+            let _ = writeln!(out, "… {} matching lines in all", c.count);
+        }
+        if c.hidden_lines > 0 {
+            let _ = writeln!(out, "… {} changed lines past the cap not searched", c.hidden_lines);
         }
     }
     if let Some(c) = &a.cursor {

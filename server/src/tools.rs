@@ -12,10 +12,12 @@ use crate::access::Caller;
 use crate::args::{Args, ToolError};
 use crate::fetch::{MAX_IDS, MAX_SPAN_LINES, SpanRequest, fetch, fetch_ids, read_span};
 use crate::filter::STATES;
-use crate::grep::{GrepRequest, grep};
+use crate::grep::{GrepRequest, Within, grep};
+use crate::pickaxe::grep_history;
 use crate::related::{DEFAULT_LIMIT, KIND_NAMES, RelatedRequest, related};
 use crate::render::{
-    fetch_text, grep_text, related_text, scan_text, search_text, span_text, symbols_text,
+    fetch_text, grep_text, history_text, related_text, scan_text, search_text, span_text,
+    symbols_text,
 };
 use crate::scan::{DEFAULT_WINDOW_DAYS, MAX_LIMIT, ScanRequest, scan};
 use crate::search::{Fusion, MAX_QUERY_CHARS, SearchRequest, Sort, search};
@@ -172,7 +174,10 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                 byte column spans and a read_span citation; `count` and `files` are the totals over every page, \
                 `truncated: true` means pass `cursor` back for the next page. Binary files and files over 2 MiB are \
                 skipped and counted. A pattern without a literal of 3 characters reads every file and may stop at \
-                the time budget (`exhaustive: false`).",
+                the time budget (`exhaustive: false`). With `in: \"history\"` it lists instead the commits whose diffs \
+                add or remove a matching line (as git log -G), newest first or with `order: \"oldest\"` oldest first \
+                (which commit introduced it), each with those lines, its title, pull request and first release; \
+                `limit` then counts commits.",
             input_schema: object_schema(
                 json!({
                     "pattern": {"type": "string", "minLength": 1, "maxLength": crate::grep::MAX_PATTERN_CHARS,
@@ -186,8 +191,11 @@ pub fn tool_specs() -> Vec<ToolSpec> {
                     "files_glob": {"type": "string", "description": "Only files whose path matches this glob (e.g. **/*.rs)."},
                     "language": {"type": "string", "description": "Only files of this language (rust, python, markdown, toml, ... as results name them)."},
                     "skip_generated": {"type": "boolean", "default": false, "description": "Leave out vendored and generated files (vendor/, node_modules/, lock files, minified files, files marked @generated)."},
-                    "context": {"type": "integer", "minimum": 0, "maximum": crate::grep::MAX_CONTEXT, "default": 0, "description": "Lines of context before and after each match."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::grep::MAX_LIMIT, "default": crate::grep::DEFAULT_LIMIT, "description": "Matching lines per page."},
+                    "context": {"type": "integer", "minimum": 0, "maximum": crate::grep::MAX_CONTEXT, "default": 0, "description": "Lines of context before and after each match (files only)."},
+                    "in": {"type": "string", "enum": ["files", "history"], "default": "files",
+                        "description": "files: the files at the indexed commit; history: every line each commit added or removed."},
+                    "order": {"type": "string", "enum": ["newest", "oldest"], "default": "newest", "description": "History only: newest commit first, or oldest (which commit introduced it)."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::grep::MAX_LIMIT, "description": "Matching lines per page (default 50); commits per page in the history (default 20)."},
                     "cursor": {"type": "string", "description": "The cursor of the previous answer, for the next page (same pattern and filters)."}
                 })
                 .as_object()
@@ -414,6 +422,11 @@ async fn answer_tool(
             let req = GrepRequest::from_args(args)?;
             let snap = state.snapshot(req.snapshot.as_deref()).await?;
             let scope = caller.scope.clone();
+            if req.within == Within::History {
+                let answer =
+                    blocking("grep", move || grep_history(&snap, &req, scope.as_ref())).await?;
+                return typed(&answer, history_text(&answer));
+            }
             let answer = blocking("grep", move || grep(&snap, &req, scope.as_ref())).await?;
             typed(&answer, grep_text(&answer))
         }

@@ -20,6 +20,7 @@ const GOLDEN_V6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v6
 const GOLDEN_V7: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v7");
 const GOLDEN_V8: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v8");
 const GOLDEN_V9: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v9");
+const GOLDEN_V10: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/golden-v10");
 
 /// Every version a reader accepts, the one written included, has a fixture under
 /// `fixtures/golden-v<N>` whose current snapshot verifies and is of that version: a new
@@ -132,6 +133,42 @@ fn the_golden_v9_snapshot_verifies_opens_and_answers_grep_where_v8_cannot() {
     // Format 8 has no exact-search store: grep answers, and names what it could not search.
     let old = grep(GOLDEN_V8, "tulip");
     assert_eq!(old["count"], json!(0));
+    assert_eq!(old["not_searchable"], json!(["local/golden", "local/golden-two"]), "{old}");
+}
+
+#[test]
+fn the_golden_v10_snapshot_verifies_opens_and_answers_history_grep_where_v9_cannot() {
+    check_golden(GOLDEN_V10, &latest_snapshot(GOLDEN_V10), 10, 9);
+    let grep = |fixture: &str, args: Value| {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("golden");
+        copy_dir(std::path::Path::new(fixture), &copy);
+        runtime().block_on(async {
+            let st = state(&copy).await;
+            let args = args.as_object().unwrap().clone();
+            hubdex_server::call_tool(&st, "grep", &args).await.unwrap()
+        })
+    };
+    // Each flower came in with its own commit; the roses' commit added one line.
+    let flowers =
+        grep(GOLDEN_V10, json!({"pattern": "tulip|rose", "in": "history", "order": "oldest"}));
+    let commits: Vec<(&str, &str)> = flowers["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["title"].as_str().unwrap(), c["lines"][0]["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        commits,
+        [("Plant tulips in the flower bed", "tulip"), ("Prune the roses before winter", "rose")]
+    );
+    assert_eq!(flowers["results"][1]["lines"][0]["change"], json!("+"), "{flowers}");
+    assert_eq!(flowers["results"][1]["lines"][0]["path"], json!("flowers.txt"));
+    // Four commits change lines in the two repositories.
+    assert_eq!(flowers["searched_commits"], json!(4), "{flowers}");
+    // Format 9 keeps no changed lines: history grep names what it could not search.
+    let old = grep(GOLDEN_V9, json!({"pattern": "tulip", "in": "history"}));
+    assert_eq!(old["commits"], json!(0));
     assert_eq!(old["not_searchable"], json!(["local/golden", "local/golden-two"]), "{old}");
 }
 

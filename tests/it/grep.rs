@@ -492,7 +492,7 @@ fn a_pattern_grep_cannot_take_is_a_tool_error_naming_the_argument() {
                 json!({"pattern": "x", "case": "upper"}),
                 "argument `case`: must be one of smart, sensitive, insensitive",
             ),
-            (json!({"pattern": "x", "in": "history"}), "argument `in`: unknown argument"),
+            (json!({"pattern": "x", "follow": true}), "argument `follow`: unknown argument"),
         ];
         for (args, want) in cases {
             let err = call(&st, &local, args.clone()).await.unwrap_err();

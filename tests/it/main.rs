@@ -15,6 +15,7 @@ mod http;
 mod lifecycle;
 mod mcp_clients;
 mod parquet_readers;
+mod pickaxe;
 mod quality;
 mod registry;
 mod related;

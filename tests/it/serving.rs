@@ -8,8 +8,8 @@ use chrono::{Duration, Utc};
 use globset::Glob;
 use hubdex_formats::{
     BuildStats, FORMAT_VERSION, Manifest, ManifestSegment, MergeIndexes, MergeProgress,
-    ModelIdentity, Row, RowFilter, RowType, Scope, Segment, Store, read_rows, write_merged_segment,
-    write_segment,
+    ModelIdentity, Row, RowFilter, RowType, Scope, Segment, SegmentExtras, Store, read_rows,
+    write_merged_segment, write_segment,
 };
 use hubdex_runtime::{Device, Embedder};
 use hubdex_server::{AppState, OpenSnapshot, open_snapshot};
@@ -140,7 +140,7 @@ async fn upload_as(
         })
         .collect();
     let dir = work.join(repo.replace('/', "_"));
-    write_segment(&dir, repo, &mut rows, &mut [], &mut [], model).unwrap();
+    write_segment(&dir, repo, &mut rows, SegmentExtras::default(), model).unwrap();
     store.upload_segment(&dir, |_| {}).await.unwrap()
 }
 

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 
 use hubdex_formats::{
-    Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType, Skipped,
-    ThreadNumbers, boundary_after,
+    CommitChanges, Edge, FileText, HistorySpan, ManifestSegment, MergeLimits, Row, RowType,
+    Skipped, ThreadNumbers, boundary_after,
 };
 
 use crate::graph::edges::{CommitEdges, RepoEdges};
@@ -204,6 +204,8 @@ pub(crate) struct Part {
     pub(crate) rows: Vec<Row>,
     pub(crate) files: Vec<FileText>,
     pub(crate) edges: Vec<Edge>,
+    /// The added and removed lines of the commits whose first row it holds (history grep).
+    pub(crate) changes: Vec<CommitChanges>,
     /// A build segment of the current snapshot the cut found again by its history span
     /// ([`Cutter::try_reuse`]): its rows were not read, and it is taken as it is.
     pub(crate) reused: Option<ManifestSegment>,
@@ -285,6 +287,7 @@ struct Filling {
     rows: Vec<Row>,
     files: Vec<FileText>,
     edges: Vec<(usize, Edge)>,
+    changes: Vec<CommitChanges>,
     bytes: u64,
     /// The places of its first and last history rows.
     first: Option<RowAt>,
@@ -303,6 +306,7 @@ impl Filling {
             rows: self.rows,
             files: self.files,
             edges: self.edges.into_iter().map(|(_, e)| e).collect(),
+            changes: self.changes,
             reused: self.reused,
             history: self.history,
             bytes,
@@ -319,6 +323,7 @@ impl Filling {
         self.rows.extend(other.rows);
         self.files.extend(other.files);
         self.edges.extend(other.edges);
+        self.changes.extend(other.changes);
         self.bytes += other.bytes;
     }
 }
@@ -439,12 +444,22 @@ impl<'h> Cutter<'h> {
 
     /// Takes the next row of the stream: one that is not the history's.
     pub(crate) fn push(&mut self, row: Row) {
-        self.push_at(row, None);
+        self.push_at(row, None, None);
     }
 
-    /// Takes the next row of the stream: a history row, at `at`.
-    pub(crate) fn push_history(&mut self, row: Row, at: RowAt) {
-        self.push_at(row, Some(at));
+    /// Takes the next row of the stream: a history row, at `at`; with its commit's changed
+    /// lines when it is the commit's first row (they go in the build segment that row does,
+    /// and weigh in its row data).
+    pub(crate) fn push_history(&mut self, row: Row, at: RowAt, changes: Option<CommitChanges>) {
+        self.push_at(row, Some(at), changes);
+    }
+
+    /// The changed lines of a commit with no row kept: in the build segment being filled.
+    pub(crate) fn push_changes(&mut self, changes: CommitChanges) {
+        let b = changes.heap_bytes();
+        self.open.changes.push(changes);
+        self.open.bytes += b;
+        self.total += b;
     }
 
     /// The row data of the rows it holds: the segment being filled and the parts not taken yet.
@@ -459,8 +474,8 @@ impl<'h> Cutter<'h> {
         self.open.rows.is_empty()
     }
 
-    fn push_at(&mut self, row: Row, at: Option<RowAt>) {
-        let b = row_bytes(&row, self.dim);
+    fn push_at(&mut self, row: Row, at: Option<RowAt>, changes: Option<CommitChanges>) {
+        let b = row_bytes(&row, self.dim) + changes.as_ref().map_or(0, CommitChanges::heap_bytes);
         if !self.open.rows.is_empty() && self.open.bytes + b > self.share * SEGMENT_MAX_SHARES {
             self.close();
         }
@@ -487,6 +502,7 @@ impl<'h> Cutter<'h> {
             None => self.open.other = true,
         }
         self.open.rows.push(row);
+        self.open.changes.extend(changes);
         self.open.bytes += b;
         self.total += b;
         if self.total > self.share {

@@ -12,7 +12,8 @@ use chrono::Utc;
 use globset::{Glob, GlobSetBuilder};
 use hubdex_formats::{
     BuildStats, FORMAT_VERSION, Manifest, ManifestSegment, MergeLimits, MergeProgress,
-    ModelIdentity, Row, Store, quantize, read_rows, sha256_hex, snapshot_id, start_segment,
+    ModelIdentity, Row, SegmentExtras, Store, quantize, read_rows, sha256_hex, snapshot_id,
+    start_segment,
 };
 use hubdex_runtime::{Device, Embedder, TextEmbedder, Texts, cache_dir};
 use indicatif::{MultiProgress, ProgressBar};
@@ -617,13 +618,25 @@ pub(crate) fn cut_stream(
                         read.set(read.get() + 1);
                     }
                     let (n, mut going) = (rows.len(), true);
+                    // A commit's changed lines go with its first row: where it has none, in the
+                    // build segment being filled; where that row is in a build segment reused
+                    // before, they are in it.
+                    let mut changes = rows.take_changes();
+                    if n == 0
+                        && let Some(c) = changes.take()
+                    {
+                        cutter.push_changes(c);
+                    }
+                    if commit == start.0 && start.1 > 0 {
+                        changes = None;
+                    }
                     for (i, row) in rows.by_ref().enumerate() {
                         let i = i as u32;
                         if commit == start.0 && i < start.1 {
                             continue; // in the build segment reused before
                         }
                         let last = i as usize + 1 == n;
-                        cutter.push_history(row, RowAt { commit, row: i, last });
+                        cutter.push_history(row, RowAt { commit, row: i, last }, changes.take());
                         if !send(&mut cutter) {
                             going = false;
                             break;
@@ -796,7 +809,14 @@ pub(crate) async fn embed_one(
         let k = entries.len();
         // `_handed` gives the part's row data back to the cut when this turn ends.
         let budget::Part {
-            mut rows, mut files, mut edges, reused, history, handed: _handed, ..
+            mut rows,
+            mut files,
+            mut edges,
+            mut changes,
+            reused,
+            history,
+            handed: _handed,
+            ..
         } = part;
         if let Some(entry) = reused {
             // Found again by its history span: its rows were not read.
@@ -811,7 +831,8 @@ pub(crate) async fn embed_one(
         rows.sort_by(|a, b| a.id.cmp(&b.id));
         files.sort_by(|a, b| a.path.cmp(&b.path));
         // Edges keep the crawl's order (deterministic), which start_segment's writer sorts.
-        let input = hubdex_formats::input_sha256(&rows, &files, &edges, &model);
+        changes.sort_by(|a, b| a.commit_sha.cmp(&b.commit_sha));
+        let input = hubdex_formats::input_sha256(&rows, &files, &edges, &changes, &model);
         if let Some(entry) = earlier.segment_with_input(&input) {
             report.segments_unchanged += 1;
             report.reused += rows.len() as u64;
@@ -832,8 +853,9 @@ pub(crate) async fn embed_one(
 
         let t = Instant::now();
         let seg_dir = work.join(format!("{}.{k}", hubdex_formats::repo_slug(repo)));
-        let draft = start_segment(&seg_dir, repo, &mut rows, &mut files, &mut edges, &model)?
-            .with_input_sha256(input);
+        let extras = SegmentExtras { files: &mut files, edges: &mut edges, changes: &mut changes };
+        let draft =
+            start_segment(&seg_dir, repo, &mut rows, extras, &model)?.with_input_sha256(input);
         let entry = if store.has_segment(draft.id()).await? {
             report.segments_unchanged += 1;
             store.stored_segment_entry(draft.id()).await?.1

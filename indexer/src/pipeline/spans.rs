@@ -30,10 +30,11 @@ use crate::sources::shas::Sha;
 
 /// The version of how history rows are made from commits. Bump it with any change to what a
 /// commit row or a diff row holds (crate::local's `commit_row`, `diff_rows`, the links of
-/// threads, the rules' filtering): a build segment recorded under another version is read
-/// again. The unit test `history_rows_made_from_a_fixed_commit_are_pinned` fails when the
+/// threads, the rules' filtering) or to the changed lines a build segment keeps of its commits
+/// (crate::sources::diff's `ChangeLines`): a build segment recorded under another version is
+/// read again. The unit test `history_rows_made_from_a_fixed_commit_are_pinned` fails when the
 /// rows change, to say so.
-pub(crate) const ROWS_VERSION: u32 = 1;
+pub(crate) const ROWS_VERSION: u32 = 2;
 
 /// A row's place in the history's stream: its commit's place in the cut order, its place among
 /// that commit's rows, and whether it is the commit's last.

@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hubdex_formats::{
-    EDGES_PARQUET, FILES_PARQUET, ManifestSegment, ModelIdentity, ROWS_PARQUET, Row, StagedCrawl,
-    StagedPart, StagedSegment, Store, read_edges, read_files, read_rows, repo_slug, sha256_hex,
-    staged_part_prefix, staged_segment_key, staging_prefix, write_edges, write_files, write_rows,
+    CHANGES_PARQUET, EDGES_PARQUET, FILES_PARQUET, ManifestSegment, ModelIdentity, ROWS_PARQUET,
+    Row, StagedCrawl, StagedPart, StagedSegment, Store, read_changes, read_edges, read_files,
+    read_rows, repo_slug, sha256_hex, staged_part_prefix, staged_segment_key, staging_prefix,
+    write_changes, write_edges, write_files, write_rows,
 };
 use hubdex_runtime::TextEmbedder;
 use indicatif::MultiProgress;
@@ -168,7 +169,7 @@ async fn stage_part(
     k: usize,
     part: Part,
 ) -> anyhow::Result<StagedPart> {
-    let Part { mut rows, files, mut edges, reused, history, .. } = part;
+    let Part { mut rows, files, mut edges, changes, reused, history, .. } = part;
     if let Some(entry) = reused {
         return Ok(StagedPart::Reused(entry));
     }
@@ -182,8 +183,9 @@ async fn stage_part(
     drop(rows);
     write_files(&dir.join(FILES_PARQUET), &files)?;
     write_edges(&dir.join(EDGES_PARQUET), &mut edges)?;
+    write_changes(&dir.join(CHANGES_PARQUET), &changes)?;
     let prefix = staged_part_prefix(run, repo, k);
-    for name in [ROWS_PARQUET, FILES_PARQUET, EDGES_PARQUET] {
+    for name in [ROWS_PARQUET, FILES_PARQUET, EDGES_PARQUET, CHANGES_PARQUET] {
         store.put(&format!("{prefix}/{name}"), std::fs::read(dir.join(name))?).await?;
     }
     std::fs::remove_dir_all(&dir)?;
@@ -224,11 +226,17 @@ async fn staged_part(
             .with_context(|| format!("{prefix}/{name} is missing"))?;
         std::fs::write(dir.join(name), bytes)?;
     }
+    // A part staged without changes.parquet has no changed lines.
+    let changes_key = format!("{prefix}/{CHANGES_PARQUET}");
+    if let Some(bytes) = store.get_opt(&changes_key).await? {
+        std::fs::write(dir.join(CHANGES_PARQUET), bytes)?;
+    }
     let rows: Vec<Row> = read_rows(&dir.join(ROWS_PARQUET), false)?;
     let files = read_files(&dir.join(FILES_PARQUET))?;
     let edges = read_edges(&dir.join(EDGES_PARQUET))?;
+    let changes = read_changes(&dir.join(CHANGES_PARQUET))?;
     std::fs::remove_dir_all(&dir)?;
-    Ok(Part { rows, files, edges, reused: None, history, ..Part::default() })
+    Ok(Part { rows, files, edges, changes, reused: None, history, ..Part::default() })
 }
 
 async fn staged_crawls(store: &hubdex_formats::Store, run: &str) -> anyhow::Result<Vec<Staged>> {

@@ -16,7 +16,7 @@ use std::os::unix::fs::FileExt;
 
 use serde::{Deserialize, Serialize};
 
-use hubdex_formats::BODY_MAX_CHARS;
+use hubdex_formats::{BODY_MAX_CHARS, CHANGES_MAX_BYTES, ChangeRun, CommitChanges};
 
 /// Diff lines a commit row keeps; the rest are counted in a marker line.
 pub const DIFF_MAX_LINES: usize = 200;
@@ -38,6 +38,9 @@ pub(crate) struct Diff {
     pub symbols: Vec<String>,
     /// One part per file, in the diff's order.
     pub files: FileParts,
+    /// Every added and removed line, up to [`CHANGES_MAX_BYTES`] (history grep): the commit's
+    /// SHA, time and title are not filled in here.
+    pub changes: CommitChanges,
 }
 
 /// The file parts of a commit's diff: held, or once they pass what a reader holds
@@ -230,6 +233,7 @@ pub(crate) struct DiffReader {
     /// reads, which no row keeps), its first lines and its functions.
     part: Option<(Option<String>, Head, Symbols)>,
     files: FileParts,
+    changes: ChangeLines,
 }
 
 /// Bytes of a line's start held whole: what says whether it opens a file's part and names its
@@ -259,6 +263,7 @@ impl DiffReader {
             paths: Vec::new(),
             part: None,
             files: FileParts::default(),
+            changes: ChangeLines::keeping(CHANGES_MAX_BYTES),
         }
     }
 
@@ -270,6 +275,7 @@ impl DiffReader {
             let (piece, rest) = text.split_at(at);
             text = rest;
             if self.whole.is_open() {
+                self.changes.more(piece);
                 self.feed(piece);
                 continue;
             }
@@ -305,6 +311,7 @@ impl DiffReader {
         if let Some((Some(_), _, symbols)) = &mut self.part {
             symbols.push(bare);
         }
+        self.changes.start(&line, whole);
         self.feed(&line);
         if line.capacity() <= LINE_START_HELD * 2 {
             self.start = line;
@@ -339,8 +346,101 @@ impl DiffReader {
             return Err(e);
         }
         self.files.flush()?;
-        let diff = Diff { head: self.whole.cut(), symbols: self.symbols.0, files: self.files };
+        let changes = self.changes.finish();
+        let diff =
+            Diff { head: self.whole.cut(), symbols: self.symbols.0, files: self.files, changes };
         Ok((self.paths, diff))
+    }
+}
+
+/// Every added and removed line of a diff read in pieces, without its `+` or `-` and its line
+/// end, with the file and side of each (what git's pickaxe `-G` matches): lines are kept up to
+/// `cap` bytes in all, and the ones past it counted.
+#[derive(Debug, Default)]
+struct ChangeLines {
+    cap: usize,
+    out: CommitChanges,
+    /// The file part's path (its `diff --git` line's rest where no path parses from it).
+    path: String,
+    /// Whether a hunk has begun in the part: only then do `+` and `-` begin changed lines (before
+    /// it, `--- a/` and `+++ b/` name the files).
+    in_hunk: bool,
+    /// The changed line being read: where it starts in `out.lines`, and whether it was added;
+    /// `Some((_, None))` for one past the cap, counted and dropped.
+    open: Option<(usize, Option<bool>)>,
+}
+
+impl ChangeLines {
+    fn keeping(cap: usize) -> ChangeLines {
+        ChangeLines { cap, ..ChangeLines::default() }
+    }
+
+    /// A line's start (`whole`: all of it, its end included when it has one).
+    fn start(&mut self, line: &str, whole: bool) {
+        self.open = None;
+        if line.starts_with("diff --git ") {
+            let bare = bare_line(line);
+            self.path = match patch_path(bare).filter(|_| whole) {
+                Some(p) => p.to_string(),
+                None => bare["diff --git ".len()..].to_string(),
+            };
+            self.in_hunk = false;
+            return;
+        }
+        if line.starts_with("@@") {
+            self.in_hunk = true;
+            return;
+        }
+        let added = match line.as_bytes().first() {
+            Some(b'+') => true,
+            Some(b'-') => false,
+            _ => return,
+        };
+        if !self.in_hunk {
+            return;
+        }
+        let at = self.out.lines.len();
+        self.open = Some((at, (at < self.cap).then_some(added)));
+        self.more(&line[1..]);
+    }
+
+    /// The next piece of the line being read.
+    fn more(&mut self, piece: &str) {
+        let Some((at, side)) = self.open else { return };
+        let (text, ends) = match piece.strip_suffix('\n') {
+            Some(t) => (t, true),
+            None => (piece, false),
+        };
+        if side.is_some() {
+            if self.out.lines.len() + text.len() + 1 > self.cap {
+                self.out.lines.truncate(at);
+                self.open = Some((at, None));
+            } else {
+                self.out.lines.push_str(text);
+            }
+        }
+        if ends {
+            self.end_line();
+        }
+    }
+
+    fn end_line(&mut self) {
+        let Some((_, side)) = self.open.take() else { return };
+        let Some(added) = side else {
+            self.out.hidden_lines += 1;
+            return;
+        };
+        self.out.lines.push('\n');
+        match self.out.runs.last_mut() {
+            Some(r) if r.added == added && r.path == self.path => r.lines += 1,
+            _ => self.out.runs.push(ChangeRun { path: self.path.clone(), added, lines: 1 }),
+        }
+    }
+
+    /// The lines read, once the diff has ended (its last line may have no end).
+    fn finish(mut self) -> CommitChanges {
+        self.end_line();
+        self.out
     }
 }
 
@@ -851,6 +951,53 @@ mod tests {
                 prop_assert_eq!(starts_of(read, held_whole(&d), keep), Ok(()));
             }
         }
+    }
+
+    /// A diff with a removed line that looks like a header, a binary part, a new file and a
+    /// last line without its end.
+    const CHANGED: &str = "diff --git a/src/a.rs b/src/a.rs\nindex 1111111..2222222 100644\n\
+        --- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,3 +1,3 @@ fn keep\n fn keep() {}\n-fn old() {}\n\
+        --- a/looks like a header\n+fn new() {}\n\\ No newline at end of file\n\
+        diff --git a/logo.png b/logo.png\nnew file mode 100644\nindex 0000000..3333333\n\
+        Binary files /dev/null and b/logo.png differ\n\
+        diff --git a/b.txt b/b.txt\nnew file mode 100644\nindex 0000000..4444444\n\
+        --- /dev/null\n+++ b/b.txt\n@@ -0,0 +1,2 @@\n+one\r\n+two";
+
+    fn run(path: &str, added: bool, lines: u32) -> ChangeRun {
+        ChangeRun { path: path.to_string(), added, lines }
+    }
+
+    #[test]
+    fn changed_lines_are_every_added_and_removed_line_with_its_file_and_side() {
+        let c = Diff::of(CHANGED).changes;
+        assert_eq!(c.lines, "fn old() {}\n-- a/looks like a header\nfn new() {}\none\r\ntwo\n");
+        assert_eq!(
+            c.runs,
+            [run("src/a.rs", false, 2), run("src/a.rs", true, 1), run("b.txt", true, 2)]
+        );
+        assert_eq!(c.hidden_lines, 0);
+        // In pieces of any size, the same lines.
+        for piece in [1, 2, 3, 7, 64] {
+            let pieces = vec![piece; CHANGED.len()];
+            let read = Diff::read(CHANGED, &pieces, PARTS_HELD, BODY_MAX_CHARS).1.changes;
+            assert_eq!(read, c, "pieces of {piece}");
+        }
+    }
+
+    #[test]
+    fn changed_lines_past_the_cap_are_counted_not_kept_even_when_a_line_comes_in_pieces() {
+        let mut lines = ChangeLines::keeping(16);
+        lines.start("diff --git a/a b/a\n", true);
+        lines.start("@@ -1 +1 @@\n", true);
+        lines.start("+0123456789\n", true);
+        // 11 bytes kept; this one would pass 16 in its second piece.
+        lines.start("+abc", false);
+        lines.more("defgh\n");
+        lines.start("-xy\n", true);
+        let c = lines.finish();
+        assert_eq!(c.lines, "0123456789\nxy\n");
+        assert_eq!(c.runs, [run("a", true, 1), run("a", false, 1)]);
+        assert_eq!(c.hidden_lines, 1);
     }
 
     #[test]

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use hubdex_formats::{
-    BuildStats, Edge, EdgeKind, FORMAT_VERSION, Manifest, Row, Store, read_rows, row_id,
-    write_segment,
+    BuildStats, Edge, EdgeKind, FORMAT_VERSION, Manifest, Row, SegmentExtras, Store, read_rows,
+    row_id, write_segment,
 };
 use hubdex_runtime::{Device, Embedder, SessionOptions};
 use hubdex_server::{Fusion, SearchRequest, Sort, open_snapshot, search, search_with_vector};
@@ -343,7 +343,13 @@ async fn prepare(
         let t = Instant::now();
         let dir = work.join(format!("seg{s}"));
         let _ = std::fs::remove_dir_all(&dir);
-        let meta = write_segment(&dir, &repo, &mut seg, &mut [], &mut edges, &base_manifest.model)?;
+        let meta = write_segment(
+            &dir,
+            &repo,
+            &mut seg,
+            SegmentExtras { edges: &mut edges, ..SegmentExtras::default() },
+            &base_manifest.model,
+        )?;
         bytes += meta.files.iter().map(|f| f.bytes).sum::<u64>();
         entries.push(store.upload_segment(&dir, |_| {}).await?);
         std::fs::remove_dir_all(&dir)?;
