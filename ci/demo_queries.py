@@ -1,6 +1,6 @@
 """Asks a running hubdex server three questions through the official MCP client, then what
-changed one file (`related`) and where a function is called (`grep`), and prints the answers
-the way an agent would see them."""
+changed one file (`related`), where a function is called (`grep`) and which commit introduced
+it (`grep` of the history), and prints the answers the way an agent would see them."""
 
 import asyncio
 import sys
@@ -43,6 +43,15 @@ async def main(url: str) -> None:
               f"{answer['count']} lines in {answer['files']} files of {answer['searched_files']}")
         for m in answer["results"]:
             print(f"  {m['path']}:{m['line']}: {m['text'].strip()[:120]}")
+        args = {"pattern": r"fn plan_merges\(", "in": "history", "order": "oldest", "limit": 1}
+        result = await client.call_tool("grep", args)
+        answer = result.structured_content
+        print(f"\n> grep --in history --order oldest 'fn plan_merges\\(': {answer['commits']} commits "
+              f"changed such a line; the first:")
+        for c in answer["results"]:
+            print(f"  {c['commit_sha'][:12]} {c['committed_at'][:10]} {c['title']}")
+            for line in c["lines"]:
+                print(f"    {line['path']}: {line['change']}{line['text'].strip()[:110]}")
 
 
 if __name__ == "__main__":

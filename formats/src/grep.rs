@@ -15,6 +15,10 @@
 //!                    each as pool offset and length, kind, first and last line) sorted by
 //!                    name folded to lower case, then name, file and line; then the pool
 //!                    (each string stored once)
+//! grep/symfiles.bin  HXSF, layout, file count, the order's length in bytes (u32 each), then a
+//!                    12-byte entry a file sorted by repository and path (3 u32: the file,
+//!                    its first place in the order and its definition count), then the order:
+//!                    the symbol table's entry numbers by file and first line (u32 each)
 //! ```
 //!
 //! A file listed without its text ([`Skipped`]) has an empty text and indexes no trigram: it
@@ -39,6 +43,9 @@ const TRIGRAMS: &str = "trigrams.bin";
 const SYMBOLS: &str = "symbols.bin";
 const SYMBOL_MAGIC: &[u8; 4] = b"HXSY";
 const SYMBOL_ENTRY: usize = 40;
+const SYMFILES: &str = "symfiles.bin";
+const SYMFILES_MAGIC: &[u8; 4] = b"HXSF";
+const SYMFILES_ENTRY: usize = 12;
 
 /// The kinds a definition is listed as; an entry holds its index.
 pub const SYMBOL_KINDS: &[&str] = &[
@@ -254,7 +261,16 @@ impl GrepStoreWriter {
             symbol_pool,
             ..
         } = self;
-        write_symbols(&dir.join(SYMBOLS), symbols, &symbol_pool.bytes)?;
+        let symbols = sort_symbols(symbols, &symbol_pool.bytes);
+        write_symfiles(&dir.join(SYMFILES), &symbols, &entries, &pool.bytes)?;
+        let count = symbols.len() as u32;
+        write_table(
+            &dir.join(SYMBOLS),
+            SYMBOL_MAGIC,
+            count,
+            symbols.into_iter().flatten(),
+            &symbol_pool.bytes,
+        )?;
         let texts_path = dir.join(TEXTS);
         let texts = texts.into_inner().map_err(|e| FormatError::io(&texts_path, e.into_error()))?;
         texts.sync_all().map_err(|e| FormatError::io(&texts_path, e))?;
@@ -268,9 +284,9 @@ impl GrepStoreWriter {
     }
 }
 
-/// Writes the symbol table: definitions sorted by folded name, then name, file and line
-/// (names compared in the pool, folded a character at a time, nothing allocated).
-fn write_symbols(path: &Path, mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Result<(), FormatError> {
+/// Sorts the symbol table's definitions by folded name, then name, file and line (names
+/// compared in the pool, folded a character at a time, nothing allocated).
+fn sort_symbols(mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Vec<[u32; 10]> {
     let name = |e: &[u32; 10]| {
         std::str::from_utf8(&pool[e[1] as usize..(e[1] + e[2]) as usize]).unwrap_or_default()
     };
@@ -284,8 +300,36 @@ fn write_symbols(path: &Path, mut symbols: Vec<[u32; 10]>, pool: &[u8]) -> Resul
             .then_with(|| (a[0], a[8], a[9]).cmp(&(b[0], b[8], b[9])))
     });
     debug_assert!(symbols.windows(2).all(|w| folded(name(&w[0])) <= folded(name(&w[1]))));
-    let count = symbols.len() as u32;
-    write_table(path, SYMBOL_MAGIC, count, symbols.into_iter().flatten(), pool)
+    symbols
+}
+
+/// Writes the definitions of each file: the files sorted by repository and path (`entries`,
+/// the file table's 12 words a file, strings in `pool`), each with its place in the order of
+/// the symbol table's entries (`symbols`, as sorted) by file and first line.
+fn write_symfiles(
+    path: &Path,
+    symbols: &[[u32; 10]],
+    entries: &[u32],
+    pool: &[u8],
+) -> Result<(), FormatError> {
+    let mut order: Vec<u32> = (0..symbols.len() as u32).collect();
+    order.sort_by_key(|&k| (symbols[k as usize][0], symbols[k as usize][8], k));
+    let files = entries.len() / 12;
+    let mut first = vec![(0u32, 0u32); files];
+    for (at, &k) in order.iter().enumerate().rev() {
+        let f = symbols[k as usize][0] as usize;
+        first[f] = (at as u32, first[f].1 + 1);
+    }
+    let string = |o: u32, l: u32| &pool[o as usize..(o + l) as usize];
+    let key = |f: usize| {
+        let e = &entries[f * 12..f * 12 + 12];
+        (string(e[5], e[6]), string(e[3], e[4]))
+    };
+    let mut by_path: Vec<usize> = (0..files).collect();
+    by_path.sort_by(|&a, &b| key(a).cmp(&key(b)).then(a.cmp(&b)));
+    let words = by_path.iter().flat_map(|&f| [f as u32, first[f].0, first[f].1]);
+    let bytes: Vec<u8> = order.iter().flat_map(|k| k.to_le_bytes()).collect();
+    write_table(path, SYMFILES_MAGIC, files as u32, words, &bytes)
 }
 
 /// Writes a table file: `magic`, the layout, the entry count and the pool's length (`u32`
@@ -403,6 +447,8 @@ pub struct GrepStore {
     /// symbols.bin; empty for a store written without one.
     symbols: OwnedBytes,
     symbol_count: u32,
+    /// symfiles.bin: each file's definitions; empty for a store written without one.
+    symfiles: OwnedBytes,
     files: u32,
     /// Files per (repository, markdown or not), by what each holds. Counted at open, so
     /// a search without path filters counts what it searched without reading the table.
@@ -481,12 +527,20 @@ impl GrepStore {
             OwnedBytes::empty()
         };
         let symbol_count = check_symbols(&symbols, files).map_err(|d| bad(SYMBOLS, d))?;
+        let symfiles_path = dir.join(SYMFILES);
+        let symfiles = if symfiles_path.exists() {
+            crate::hnsw::map(&symfiles_path)?
+        } else {
+            OwnedBytes::empty()
+        };
+        check_symfiles(&symfiles, files, symbol_count).map_err(|d| bad(SYMFILES, d))?;
         let mut store = GrepStore {
             texts,
             table,
             trigrams,
             symbols,
             symbol_count,
+            symfiles,
             files,
             counts: HashMap::new(),
             dir: dir.to_path_buf(),
@@ -617,6 +671,39 @@ impl GrepStore {
         })
     }
 
+    /// The definitions in file `path` of `repo`, by first line (symbol table entry numbers):
+    /// a binary search of symfiles.bin. None for a file the store does not hold, or a store
+    /// written without it.
+    pub fn symbols_of_file(&self, repo: &str, path: &str) -> Result<Vec<u32>, FormatError> {
+        if self.symfiles.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entry = |i: u32| -> [u32; 3] {
+            let at = HEADER + i as usize * SYMFILES_ENTRY;
+            std::array::from_fn(|k| u32_at(&self.symfiles, at + 4 * k))
+        };
+        let (mut lo, mut hi) = (0, self.files);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let f = self.file(entry(mid)[0])?;
+            if (f.repo, f.path) < (repo, path) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == self.files {
+            return Ok(Vec::new());
+        }
+        let [file, first, count] = entry(lo);
+        let f = self.file(file)?;
+        if (f.repo, f.path) != (repo, path) {
+            return Ok(Vec::new());
+        }
+        let order = HEADER + self.files as usize * SYMFILES_ENTRY;
+        Ok((first..first + count).map(|k| u32_at(&self.symfiles, order + 4 * k as usize)).collect())
+    }
+
     /// The definitions whose name matches `name` as `how` says, in table order (by name).
     pub fn find_symbols(&self, name: &str, how: NameMatch) -> Result<Vec<u32>, FormatError> {
         let folded = name.to_lowercase();
@@ -672,6 +759,32 @@ impl GrepStore {
     }
 }
 
+/// Checks symfiles.bin's header, that it lists every file once and that its order names
+/// definitions of the table (`symbols` of them).
+fn check_symfiles(bytes: &[u8], files: u32, symbols: u32) -> Result<(), String> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let (count, order_at) = table_layout(bytes, SYMFILES_MAGIC, SYMFILES_ENTRY)?;
+    let order = (bytes.len() - order_at) / 4;
+    if count != files || order != symbols as usize || !(bytes.len() - order_at).is_multiple_of(4) {
+        return Err(format!(
+            "{count} files and {order} definitions, the tables hold {files} and {symbols}"
+        ));
+    }
+    for i in 0..count as usize {
+        let at = HEADER + i * SYMFILES_ENTRY;
+        let (file, first, n) = (u32_at(bytes, at), u32_at(bytes, at + 4), u32_at(bytes, at + 8));
+        if file >= files || first as usize + n as usize > order {
+            return Err(format!("file entry {i} points past its file"));
+        }
+    }
+    if (0..order).any(|k| u32_at(bytes, order_at + 4 * k) >= symbols) {
+        return Err("the order names a definition past the table".into());
+    }
+    Ok(())
+}
+
 /// Checks a symbol table's header and every entry's ranges; its symbol count (0 for none).
 fn check_symbols(bytes: &[u8], files: u32) -> Result<u32, String> {
     if bytes.is_empty() {
@@ -724,6 +837,52 @@ mod tests {
         let q = crate::ngram::plan("parse_args").unwrap();
         assert_eq!(store.candidates(&q).unwrap(), vec![0, 1]);
         assert!(store.file(4).is_err());
+    }
+
+    #[test]
+    fn each_files_definitions_are_found_by_repository_and_path_in_line_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = GrepStoreWriter::create(dir.path()).unwrap();
+        let sym = |name: &str, line: u32| crate::files::FileSymbol {
+            name: name.into(),
+            kind: "function".into(),
+            container: None,
+            line_start: line,
+            line_end: line,
+            signature: format!("fn {name}() {{}}"),
+        };
+        let text = "fn zeta() {}\nfn alpha() {}\n";
+        w.add(
+            "o/b",
+            &FileText { symbols: vec![sym("zeta", 1), sym("alpha", 2)], ..file("z.rs", text) },
+        )
+        .unwrap();
+        w.add("o/a", &file("none.rs", "")).unwrap();
+        w.add("o/a", &FileText { symbols: vec![sym("beta", 3)], ..file("b.rs", text) }).unwrap();
+        w.finish().unwrap();
+        let store = GrepStore::open(dir.path()).unwrap();
+        let names = |repo: &str, path: &str| -> Vec<(String, u32)> {
+            let found = store.symbols_of_file(repo, path).unwrap();
+            found
+                .into_iter()
+                .map(|k| store.symbol(k).unwrap())
+                .map(|s| (s.name.to_string(), s.line_start))
+                .collect()
+        };
+        assert_eq!(names("o/b", "z.rs"), [("zeta".to_string(), 1), ("alpha".to_string(), 2)]);
+        assert_eq!(names("o/a", "b.rs"), [("beta".to_string(), 3)]);
+        assert!(names("o/a", "none.rs").is_empty());
+        assert!(names("o/a", "z.rs").is_empty());
+        assert!(names("o/c", "a.rs").is_empty());
+        drop(store);
+        // Damaged: an order naming a definition past the table.
+        let path = dir.path().join(SYMFILES);
+        let mut bad = std::fs::read(&path).unwrap();
+        let n = bad.len();
+        bad[n - 4..].copy_from_slice(&9u32.to_le_bytes());
+        std::fs::write(&path, &bad).unwrap();
+        let err = GrepStore::open(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("symfiles.bin") && err.contains("past the table"), "{err}");
     }
 
     #[test]

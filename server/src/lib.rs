@@ -52,8 +52,8 @@ pub use render::{
 pub use rerank::{RERANK_MAX_TOKENS, Reranker};
 pub use scan::{Cursor, ScanAnswer, ScanRequest, scan};
 pub use search::{
-    Blend, Fusion, NO_RERANK_MODEL, PAPER_RRF_K, RERANK_CANDIDATES, SERVED_RRF_K, SearchAnswer,
-    SearchRequest, SearchResult, Sort, search, search_with_vector, snippet,
+    Blend, ChunkSymbol, Fusion, NO_RERANK_MODEL, PAPER_RRF_K, RERANK_CANDIDATES, SERVED_RRF_K,
+    SearchAnswer, SearchRequest, SearchResult, Sort, search, search_with_vector, snippet,
 };
 pub use serve::{ServeArgs, health, open_store, serve};
 pub use snapshot::{

@@ -268,6 +268,54 @@ pub struct SearchResult {
     /// Commits, pull requests and issues: their edges per kind (`related` lists them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edges: Option<std::collections::BTreeMap<String, usize>>,
+    /// Code: the definitions that start in the chunk's lines, in line order (the `symbols`
+    /// tool's table), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbols: Option<Vec<ChunkSymbol>>,
+}
+
+/// A definition a code result's chunk holds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChunkSymbol {
+    /// Its name.
+    pub name: String,
+    /// Its kind (function, method, struct, …).
+    pub kind: String,
+    /// The impl, trait, class or module it is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Its first line.
+    pub line: u32,
+}
+
+/// The definitions starting in `r`'s lines, from the grep stores of the units serving its
+/// repository; `None` for a result that is not code or holds none.
+fn chunk_symbols(
+    snap: &OpenSnapshot,
+    r: &SearchResult,
+) -> Result<Option<Vec<ChunkSymbol>>, ToolError> {
+    let (Some(path), Some(start), Some(end)) = (&r.path, r.line_start, r.line_end) else {
+        return Ok(None);
+    };
+    if r.row_type != RowType::Code {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for seg in snap.segments_of_repo(&r.repo) {
+        let Some(store) = &seg.grep else { continue };
+        for k in store.symbols_of_file(&r.repo, path).map_err(index_error)? {
+            let s = store.symbol(k).map_err(index_error)?;
+            if (start..=end).contains(&i64::from(s.line_start)) {
+                out.push(ChunkSymbol {
+                    name: s.name.to_string(),
+                    kind: s.kind.to_string(),
+                    container: s.container.map(str::to_string),
+                    line: s.line_start,
+                });
+            }
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// The answer of a search.
@@ -370,6 +418,7 @@ fn answer(
             r.first_release = s.first_release;
             r.edges = Some(s.edges);
         }
+        r.symbols = chunk_symbols(snap, r)?;
     }
     Ok(SearchAnswer {
         snapshot: snap.id().to_string(),
@@ -645,6 +694,7 @@ fn fold(
             entity: r.entity.clone(),
             first_release: None,
             edges: None,
+            symbols: None,
         });
     }
     Ok(results)

@@ -667,6 +667,42 @@ fn symbols_lists_definitions_with_kind_container_and_citation_and_marks_them_amo
 }
 
 #[test]
+fn code_search_results_name_the_definitions_their_chunk_holds() {
+    let c = corpus();
+    runtime().block_on(async {
+        let st = state(&c.store).await;
+        let args =
+            json!({"query": "plan a regex into a trigram query", "type": "code", "top_k": 20});
+        let answer =
+            hubdex_server::call_tool_as(&st, &Caller::local(), "search", &obj(args)).await.unwrap();
+        let results = answer["results"].as_array().unwrap();
+        let with: Vec<&Value> = results.iter().filter(|r| r["symbols"].is_array()).collect();
+        assert!(!with.is_empty(), "{answer}");
+        for r in &with {
+            let (start, end) = (r["line_start"].as_u64().unwrap(), r["line_end"].as_u64().unwrap());
+            for s in r["symbols"].as_array().unwrap() {
+                let line = s["line"].as_u64().unwrap();
+                assert!((start..=end).contains(&line), "{r}");
+                // The symbols tool lists the same definition at the same place.
+                let args = json!({"name": s["name"], "match": "exact", "repo": CORPUS});
+                let defs =
+                    hubdex_server::call_tool_as(&st, &Caller::local(), "symbols", &obj(args))
+                        .await
+                        .unwrap();
+                assert!(
+                    defs["results"].as_array().unwrap().iter().any(|d| d["path"] == r["path"]
+                        && d["line_start"] == s["line"]
+                        && d["kind"] == s["kind"]),
+                    "{s} in {defs}"
+                );
+            }
+        }
+        // Results of other types name none.
+        assert!(results.iter().all(|r| r["type"] == json!("code") || r["symbols"].is_null()));
+    });
+}
+
+#[test]
 fn grep_and_symbols_answer_the_python_sdk_rest_and_the_command_line() {
     let c = corpus();
     let store = c.store.to_str().unwrap();

@@ -200,6 +200,22 @@ enum Command {
         #[arg(long)]
         store: Option<PathBuf>,
     },
+    /// `grep` of the history over a store's newest snapshot: each pattern answered by the
+    /// tool's own code (case-sensitive, as `git log -G`), its first page timed, every commit
+    /// found written out; the `changes/` stores' bytes.
+    Pickaxe {
+        #[arg(long)]
+        store: PathBuf,
+        /// A JSON file: a list of `[kind, pattern]` (patterns that mean the same as a POSIX
+        /// extended regex, which is what `git log -G` takes).
+        #[arg(long)]
+        patterns: PathBuf,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Write each pattern's commits here, `<n>.txt`, one SHA a line, in answer order.
+        #[arg(long)]
+        commits_out: PathBuf,
+    },
     /// The definitions the indexer lists (tree-sitter tags) for every file under `dir`, as
     /// JSON: `[{path, line, end, name, kind, container}]` (ci/bench-grep compares them with
     /// Universal Ctags').
@@ -1249,6 +1265,63 @@ const MATCHES_OUT_MAX: u64 = 20_000;
 /// files read as the indexer reads a tree: binary and over-2-MiB ones listed without text),
 /// then each pattern of `patterns` answered by the `grep` tool's code (`grep_stores`, 50
 /// matches a page, totals over all), the median of `runs` timings after one untimed run.
+async fn history_bench(
+    store_dir: &Path,
+    patterns: &Path,
+    runs: usize,
+    commits_out: &Path,
+) -> anyhow::Result<Value> {
+    use hubdex_server::{GrepRequest, grep_history};
+    let patterns: Vec<(String, String)> = serde_json::from_slice(&std::fs::read(patterns)?)?;
+    let store = Store::open(store_dir.to_str().context("utf-8 path")?)?;
+    let cache = tempfile::tempdir()?;
+    let snap = open_snapshot(&store, cache.path(), None).await?;
+    let (mut commits, mut text_bytes, mut index_bytes) = (0u64, 0u64, 0u64);
+    for seg in &snap.segments {
+        if let Some(c) = &seg.changes {
+            commits += u64::from(c.len());
+            text_bytes += c.text_bytes();
+            index_bytes += c.index_bytes();
+        }
+    }
+    std::fs::create_dir_all(commits_out)?;
+    let mut out = Vec::new();
+    for (n, (kind, pattern)) in patterns.iter().enumerate() {
+        let args = |cursor: Option<&str>| {
+            hubdex_server::tool_args(json!({"pattern": pattern, "in": "history",
+                "case": "sensitive", "limit": 500, "cursor": cursor}))
+        };
+        let req = match GrepRequest::from_args(&args(None)) {
+            Ok(r) => r,
+            Err(e) => {
+                out.push(json!({"kind": kind, "pattern": pattern, "error": e.to_string()}));
+                continue;
+            }
+        };
+        let mut times = Vec::with_capacity(runs);
+        let mut first = grep_history(&snap, &req, None)?; // untimed: the pages in the cache
+        for _ in 0..runs {
+            let t = Instant::now();
+            first = grep_history(&snap, &req, None)?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        let mut shas: Vec<String> = first.results.iter().map(|c| c.commit_sha.clone()).collect();
+        let mut cursor = first.cursor.clone();
+        while let Some(c) = cursor {
+            let page = grep_history(&snap, &GrepRequest::from_args(&args(Some(&c)))?, None)?;
+            shas.extend(page.results.iter().map(|c| c.commit_sha.clone()));
+            cursor = page.cursor;
+        }
+        std::fs::write(commits_out.join(format!("{n}.txt")), shas.join("\n"))?;
+        out.push(json!({"kind": kind, "pattern": pattern, "ms": times[times.len() / 2],
+            "commits": first.commits, "lines": first.count,
+            "candidates": first.candidate_commits, "exhaustive": first.exhaustive}));
+    }
+    Ok(json!({"snapshot": snap.id(), "commits_with_changes": commits,
+        "changes_text_bytes": text_bytes, "changes_index_bytes": index_bytes, "patterns": out}))
+}
+
 fn grep_bench(
     corpus: &Path,
     patterns: &Path,
@@ -1433,6 +1506,9 @@ fn main() -> anyhow::Result<()> {
             vectors_bench(&segment, &query_vectors, &ef, &rescore)?
         }
         Command::Symbols { dir } => symbols_bench(&dir)?,
+        Command::Pickaxe { store, patterns, runs, commits_out } => {
+            rt.block_on(history_bench(&store, &patterns, runs, &commits_out))?
+        }
         Command::Grep { corpus, patterns, runs, matches_out, store } => {
             grep_bench(&corpus, &patterns, runs, matches_out.as_deref(), store.as_deref())?
         }
