@@ -293,9 +293,25 @@ impl GrepRequest {
         })
     }
 
+    /// What a grep of the files or the history starts from, checked: the matcher, the trigram
+    /// query and the caller's scope fingerprint (a cursor made under another scope is refused).
+    pub(crate) fn prepare(
+        &self,
+        scope: Option<&Scope>,
+    ) -> Result<(RegexMatcher, hubdex_formats::ngram::Query, Option<String>), ToolError> {
+        let scope_fp = scope.map(Scope::fingerprint);
+        if self.after.as_ref().is_some_and(|c| c.scope != scope_fp) {
+            return Err(ToolError::arg(
+                "cursor",
+                "was made by another caller (another access scope); start again without it",
+            ));
+        }
+        Ok((self.matcher()?, self.query()?, scope_fp))
+    }
+
     /// ripgrep's matcher for the request: line by line (a match never spans a line end),
     /// with the size limits set.
-    pub(crate) fn matcher(&self) -> Result<RegexMatcher, ToolError> {
+    fn matcher(&self) -> Result<RegexMatcher, ToolError> {
         let mut b = RegexMatcherBuilder::new();
         b.line_terminator(Some(b'\n'))
             .fixed_strings(self.fixed_strings)
@@ -315,7 +331,7 @@ impl GrepRequest {
 
     /// The trigram query of the request: the pattern (escaped when it is a literal), folded
     /// unless matched case-sensitively. A superset of what the matcher accepts is enough.
-    pub(crate) fn query(&self) -> Result<hubdex_formats::ngram::Query, ToolError> {
+    fn query(&self) -> Result<hubdex_formats::ngram::Query, ToolError> {
         let escaped;
         let pattern = if self.fixed_strings {
             escaped = regex::escape(&self.pattern);
@@ -490,15 +506,7 @@ pub fn grep_stores(
     scope: Option<&Scope>,
 ) -> Result<GrepAnswer, ToolError> {
     let started = Instant::now();
-    let scope_fp = scope.map(Scope::fingerprint);
-    if req.after.as_ref().is_some_and(|c| c.scope != scope_fp) {
-        return Err(ToolError::arg(
-            "cursor",
-            "was made by another caller (another access scope); start again without it",
-        ));
-    }
-    let matcher = req.matcher()?;
-    let query = req.query()?;
+    let (matcher, query, scope_fp) = req.prepare(scope)?;
     let index_error = |e: hubdex_formats::FormatError| ToolError::Unavailable(e.to_string());
     let mut counted = FileCounts::default();
     let mut candidates: Vec<GrepFile<'_>> = Vec::new();

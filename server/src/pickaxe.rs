@@ -157,15 +157,7 @@ pub fn grep_history(
     scope: Option<&Scope>,
 ) -> Result<HistoryAnswer, ToolError> {
     let started = Instant::now();
-    let scope_fp = scope.map(Scope::fingerprint);
-    if req.after.as_ref().is_some_and(|c| c.scope != scope_fp) {
-        return Err(ToolError::arg(
-            "cursor",
-            "was made by another caller (another access scope); start again without it",
-        ));
-    }
-    let matcher = req.matcher()?;
-    let query = req.query()?;
+    let (matcher, query, scope_fp) = req.prepare(scope)?;
     let index_error = |e: hubdex_formats::FormatError| ToolError::Unavailable(e.to_string());
     let wanted =
         |repo: &str| sees_history(scope, repo) && req.repo.as_deref().is_none_or(|r| r == repo);

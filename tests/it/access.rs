@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use hubdex_formats::{RowType, Scope};
-use hubdex_server::{AppState, Caller, CallerKind, TokensFile};
+use hubdex_formats::RowType;
+use hubdex_server::{AppState, Caller, TokensFile};
 use serde_json::{Map, Value, json};
 
 use crate::fixture::{runtime, state};
@@ -20,12 +20,7 @@ const W: &str = "acme/widgets";
 const G: &str = "acme/gadgets";
 
 fn caller(name: &str, repos: &[&str], types: &[RowType]) -> Caller {
-    let repos: Vec<String> = repos.iter().map(|r| r.to_string()).collect();
-    Caller {
-        name: name.into(),
-        kind: CallerKind::ScopedToken,
-        scope: Some(Scope::new(&repos, types).unwrap()),
-    }
+    crate::fixture::scoped_caller(name, repos, types)
 }
 
 fn obj(v: Value) -> Map<String, Value> {

@@ -58,3 +58,17 @@ pub(crate) async fn state(store: &Path) -> Arc<AppState> {
     let embedder = Embedder::load(&model_dir(), Device::Cpu).expect("load model");
     Arc::new(AppState::new(store, cache, snap, Arc::new(embedder)))
 }
+
+/// A caller holding a scoped token: `repos` (globs) and `types` (none: every type).
+pub(crate) fn scoped_caller(
+    name: &str,
+    repos: &[&str],
+    types: &[hubdex_formats::RowType],
+) -> hubdex_server::Caller {
+    let repos: Vec<String> = repos.iter().map(|r| r.to_string()).collect();
+    hubdex_server::Caller {
+        name: name.into(),
+        kind: hubdex_server::CallerKind::ScopedToken,
+        scope: Some(hubdex_formats::Scope::new(&repos, types).unwrap()),
+    }
+}

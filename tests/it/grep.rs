@@ -12,9 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use hubdex_formats::Scope;
 use hubdex_indexer::{BuildOptions, build};
-use hubdex_server::{AppState, Caller, CallerKind};
+use hubdex_server::{AppState, Caller};
 use hubdex_tests::model_dir;
 use serde_json::{Map, Value, json};
 
@@ -396,13 +395,8 @@ fn a_scoped_caller_greps_only_its_repositories_totals_included() {
     let c = corpus();
     runtime().block_on(async {
         let st = state(&c.store).await;
-        let scoped = |repos: &[&str], types: &[hubdex_formats::RowType]| Caller {
-            name: "scoped".into(),
-            kind: CallerKind::ScopedToken,
-            scope: Some(
-                Scope::new(&repos.iter().map(|r| r.to_string()).collect::<Vec<_>>(), types)
-                    .unwrap(),
-            ),
+        let scoped = |repos: &[&str], types: &[hubdex_formats::RowType]| {
+            crate::fixture::scoped_caller("scoped", repos, types)
         };
         let everyone = call(&st, &Caller::local(), json!({"pattern": "parse_args"})).await.unwrap();
         let repos: BTreeSet<&str> = everyone["results"]
@@ -631,11 +625,7 @@ fn symbols_lists_definitions_with_kind_container_and_citation_and_marks_them_amo
             (json!("method"), json!("Builder"))
         );
         // A scoped caller sees only its repositories' definitions.
-        let other = Caller {
-            name: "other".into(),
-            kind: CallerKind::ScopedToken,
-            scope: Some(Scope::new(&[OTHER.to_string()], &[]).unwrap()),
-        };
+        let other = crate::fixture::scoped_caller("other", &[OTHER], &[]);
         let scoped = hubdex_server::call_tool_as(
             &st,
             &other,

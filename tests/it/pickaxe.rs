@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use hubdex_formats::{RowType, Scope};
+use hubdex_formats::RowType;
 use hubdex_indexer::{BuildOptions, build};
-use hubdex_server::{AppState, Caller, CallerKind};
+use hubdex_server::{AppState, Caller};
 use hubdex_tests::model_dir;
 use serde_json::{Value, json};
 
@@ -283,13 +283,8 @@ fn a_scoped_caller_greps_the_history_it_may_read_and_bad_arguments_are_named() {
     let h = history();
     runtime().block_on(async {
         let st = state(&h.store).await;
-        let scoped = |repos: &[&str], types: &[RowType]| Caller {
-            name: "scoped".into(),
-            kind: CallerKind::ScopedToken,
-            scope: Some(
-                Scope::new(&repos.iter().map(|r| r.to_string()).collect::<Vec<_>>(), types)
-                    .unwrap(),
-            ),
+        let scoped = |repos: &[&str], types: &[RowType]| {
+            crate::fixture::scoped_caller("scoped", repos, types)
         };
         let args = json!({"pattern": "LIMIT", "in": "history"});
         let everyone = call(&st, &Caller::local(), args.clone()).await.unwrap();

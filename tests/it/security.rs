@@ -274,10 +274,18 @@ fn connections_are_bounded_and_slow_headers_are_cut_off() {
             s
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_millis(300));
     let healthz =
         format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    let (status, text) = raw_exchange(port, healthz.as_bytes());
+    // The four are held once the server has accepted them: on a busy machine that can take a
+    // moment, so ask until it refuses (or 10 s pass).
+    let asked = std::time::Instant::now();
+    let (status, text) = loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let (status, text) = raw_exchange(port, healthz.as_bytes());
+        if status == 503 || asked.elapsed() > std::time::Duration::from_secs(10) {
+            break (status, text);
+        }
+    };
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("limit of 4 connections"), "{text}");
     // Trickling a header line every second does not keep a connection past the timeout.
