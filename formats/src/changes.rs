@@ -375,6 +375,7 @@ impl ChangeStore {
                 return Err(bad(RUNS, format!("run {r} points past its file")));
             }
         }
+        let mut per_repo: std::collections::HashMap<String, (u64, u64)> = Default::default();
         for i in 0..count {
             let e = store.commit_entry(i);
             let fits = e[3] as usize + e[4] as usize <= title_pool
@@ -383,19 +384,19 @@ impl ChangeStore {
                 return Err(bad(COMMITS, format!("commit {i} points past its file")));
             }
             let lines: u64 = (e[5]..e[5] + e[6]).map(|r| u64::from(store.run_entry(r)[2])).sum();
-            let text = store.grep.file(i)?.text;
-            let held = text.iter().filter(|&&b| b == b'\n').count() as u64;
+            let file = store.grep.file(i)?;
+            let held = file.text.iter().filter(|&&b| b == b'\n').count() as u64;
             if lines != held {
                 return Err(bad(
                     COMMITS,
                     format!("commit {i}'s runs count {lines} lines, its text holds {held}"),
                 ));
             }
-            let repo = store.grep.file(i)?.repo.to_string();
-            let counts = store.per_repo.entry(repo).or_default();
+            let counts = per_repo.entry(file.repo.to_string()).or_default();
             counts.0 += 1;
             counts.1 += u64::from(e[7] > 0);
         }
+        store.per_repo = per_repo;
         Ok(store)
     }
 

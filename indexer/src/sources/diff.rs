@@ -399,8 +399,7 @@ impl ChangeLines {
         if !self.in_hunk {
             return;
         }
-        let at = self.out.lines.len();
-        self.open = Some((at, (at < self.cap).then_some(added)));
+        self.open = Some((self.out.lines.len(), Some(added)));
         self.more(&line[1..]);
     }
 
